@@ -1,0 +1,40 @@
+# ctxweb: `make run` starts the dashboard with demo data, `make test` runs the test suite.
+# Needs only python3 (3.11+) and make; everything else is installed into .venv.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+# Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see README).
+export DEBUG ?= 1
+
+.PHONY: run test install migrate demo lint bench bench-quick clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	$(BIN)/python manage.py demo_data
+
+run: demo
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) db.sqlite3 staticfiles

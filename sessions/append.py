@@ -1,0 +1,195 @@
+"""Appending a batch of messages to the raw log (SPEC §5.3): all or nothing, gapless seqs."""
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from .errors import Conflict, DomainError
+from .events import record
+from .model_input import refresh_input_tokens
+from .models import EventType, Message, Project, Role, Session, ToolCall
+from .store import get_or_create_locked
+from .validation import NewMessage, parse_message
+
+
+@dataclass
+class AppendedMessage:
+    index: int
+    seq: int | None
+    client_id: str
+    tokens: int
+    status: str  # "stored" | "duplicate" | "not_persisted"
+
+    @property
+    def stored(self) -> bool:
+        return self.status == "stored"
+
+    @property
+    def duplicate(self) -> bool:
+        return self.status == "duplicate"
+
+
+@dataclass
+class AppendResult:
+    session: Session
+    session_created: bool
+    messages: list[AppendedMessage] = field(default_factory=list)
+
+    @property
+    def stored_count(self) -> int:
+        return sum(1 for m in self.messages if m.stored)
+
+
+def parse_batch(raw_messages) -> list[NewMessage]:
+    if not isinstance(raw_messages, list):
+        raise DomainError("messages must be a list", code="invalid_batch")
+    if not raw_messages:
+        raise DomainError("messages must hold at least one message", code="empty_batch")
+    limit = settings.CTXWEB_MAX_BATCH_MESSAGES
+    if len(raw_messages) > limit:
+        raise DomainError(f"at most {limit} messages per batch", code="batch_too_large")
+    return [parse_message(data, index) for index, data in enumerate(raw_messages)]
+
+
+def new_client_id() -> str:
+    return "msg_" + uuid.uuid4().hex
+
+
+def append_messages(
+    project: Project, key: str, raw_messages, actor: str = "system", *, parsed: list[NewMessage] | None = None
+) -> AppendResult:
+    """Validate and store a batch. Nothing is stored unless every message is valid."""
+    batch = parsed if parsed is not None else parse_batch(raw_messages)
+    with transaction.atomic():
+        session, created = get_or_create_locked(project, key, actor)
+        result = AppendResult(session, created)
+        _store(session, batch, result, actor)
+    return result
+
+
+def _store(session: Session, batch: list[NewMessage], result: AppendResult, actor: str) -> None:
+    given_ids = [m.client_id for m in batch if m.client_id]
+    existing = {
+        row["client_id"]: row
+        for row in Message.objects.filter(session=session, client_id__in=given_ids).values(
+            "client_id", "seq", "digest", "tokens"
+        )
+    } if given_ids else {}
+
+    wanted_call_ids = {m.tool_call_id for m in batch if m.role == Role.TOOL}
+    # call id -> seq of the nearest preceding assistant message with that call
+    calls: dict[str, int] = {}
+    if wanted_call_ids:
+        rows = (
+            ToolCall.objects.filter(session=session, call_id__in=wanted_call_ids)
+            .values("call_id")
+            .annotate(seq=Max("seq"))
+        )
+        calls = {row["call_id"]: row["seq"] for row in rows}
+
+    now = timezone.now()
+    next_seq = session.message_count + 1
+    to_create: list[Message] = []
+    tool_rows: list[tuple[Message, int, dict]] = []
+    in_batch: dict[str, NewMessage] = {}
+    for index, new in enumerate(batch):
+        if not new.persist:
+            result.messages.append(AppendedMessage(index, None, new.client_id, new.tokens, "not_persisted"))
+            continue
+        if new.client_id:
+            seen = existing.get(new.client_id)
+            if seen is None and new.client_id in in_batch:
+                first = in_batch[new.client_id]
+                seen = {"seq": first.seq, "digest": first.digest, "tokens": first.tokens}
+            if seen is not None:
+                if seen["digest"] != new.digest:
+                    raise Conflict(
+                        f"messages[{index}]: id {new.client_id!r} is already stored as message "
+                        f"#{seen['seq']} with different content",
+                        code="id_conflict",
+                        index=index,
+                        seq=seen["seq"],
+                    )
+                result.messages.append(AppendedMessage(index, seen["seq"], new.client_id, seen["tokens"], "duplicate"))
+                continue
+        else:
+            new.client_id = new_client_id()
+
+        call_seq = None
+        if new.role == Role.TOOL:
+            call_seq = calls.get(new.tool_call_id)
+            if call_seq is None:
+                raise DomainError(
+                    f"messages[{index}]: tool_call_id {new.tool_call_id!r} does not match a tool call of an "
+                    f"earlier assistant message",
+                    code="unknown_tool_call_id",
+                    index=index,
+                )
+        seq = next_seq
+        next_seq += 1
+        new.seq = seq
+        in_batch[new.client_id] = new
+        message = Message(
+            session=session,
+            seq=seq,
+            client_id=new.client_id,
+            role=new.role,
+            content=new.content,
+            text=new.text,
+            has_content=new.has_content,
+            reasoning=new.reasoning,
+            tool_calls=new.tool_calls,
+            call_ids=new.call_ids,
+            tool_call_id=new.tool_call_id,
+            call_seq=call_seq,
+            name=new.name,
+            attributes=new.attributes,
+            include_in_messages=new.include_in_messages,
+            created_at=new.created_at or now,
+            tokens=new.tokens,
+            tool_call_tokens=new.tool_call_tokens,
+            reasoning_tokens=new.reasoning_tokens,
+            digest=new.digest,
+        )
+        to_create.append(message)
+        for position, call in enumerate(new.tool_calls):
+            tool_rows.append((message, position, call))
+            calls[call["id"]] = seq
+        result.messages.append(AppendedMessage(index, seq, new.client_id, new.tokens, "stored"))
+
+    if not to_create:
+        return
+    Message.objects.bulk_create(to_create)
+    if tool_rows:
+        if not all(m.pk for m, _, _ in tool_rows):  # backends that do not return ids from bulk inserts
+            ids = dict(
+                Message.objects.filter(session=session, seq__gte=to_create[0].seq).values_list("seq", "pk")
+            )
+            for m in to_create:
+                m.pk = ids[m.seq]
+        ToolCall.objects.bulk_create(
+            ToolCall(session=session, message=m, seq=m.seq, position=pos, call_id=call["id"], name=call["name"])
+            for m, pos, call in tool_rows
+        )
+    added_tokens = sum(m.tokens for m in to_create)
+    session.message_count = to_create[-1].seq
+    session.raw_tokens += added_tokens
+    session.last_activity_at = now
+    Session.objects.filter(pk=session.pk).update(
+        message_count=session.message_count, raw_tokens=session.raw_tokens, last_activity_at=now
+    )
+    refresh_input_tokens(session)
+    record(
+        session,
+        EventType.MESSAGES_APPENDED,
+        actor,
+        count=len(to_create),
+        first_seq=to_create[0].seq,
+        last_seq=to_create[-1].seq,
+        tokens=added_tokens,
+        duplicates=sum(1 for m in result.messages if m.duplicate),
+    )

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class SessionsConfig(AppConfig):
+    name = "sessions"
+    # The default label "sessions" collides with django.contrib.sessions.
+    label = "ctx_sessions"
+    verbose_name = "ctxweb sessions"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers system checks)

@@ -1,0 +1,28 @@
+"""Configuration mistakes reported at start-up by Django's system checks."""
+
+from django.conf import settings
+from django.core.checks import Error, register
+from django.core.exceptions import ImproperlyConfigured
+
+from .tokens import load_encoding
+
+
+@register()
+def check_token_encoding(app_configs, **kwargs):
+    try:
+        load_encoding(settings.CTXWEB_TOKEN_ENCODING)
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="ctxweb.E001")]
+    return []
+
+
+@register()
+def check_compaction_defaults(app_configs, **kwargs):
+    errors = []
+    if settings.CTXWEB_MAX_TOKENS < 1:
+        errors.append(Error("CTXWEB_MAX_TOKENS must be at least 1.", id="ctxweb.E002"))
+    if settings.CTXWEB_KEEP_RECENT_TOKENS < 0:
+        errors.append(Error("CTXWEB_KEEP_RECENT_TOKENS must not be negative.", id="ctxweb.E003"))
+    if settings.CTXWEB_SUMMARIZER not in ("extractive", "openai"):
+        errors.append(Error("CTXWEB_SUMMARIZER must be 'extractive' or 'openai'.", id="ctxweb.E004"))
+    return errors

@@ -1,0 +1,283 @@
+"""Compaction (SPEC §4): replace older turns with one checkpoint summary.
+
+The plan (what to cover) is made under the session's row lock from stored token figures only; the
+summarizer runs outside any transaction, so appends are never blocked by it; the checkpoint is created
+in a second short transaction, where the one-to-one link to the checkpoint it extends makes sure two
+runs from the same base cannot both succeed. Raw messages are never changed.
+"""
+
+from dataclasses import dataclass, field, replace
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .errors import DomainError
+from .events import record
+from .model_input import measure_model_input, refresh_input_tokens, summary_message_tokens
+from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
+from .store import SUMMARIZER_NAMES
+from .validation import check_text
+from .summarizers import SummarizerError, get_summarizer
+
+AUTO = "auto"
+REQUEST = "request"
+
+
+@dataclass
+class Plan:
+    """What a compaction would do, from stored figures only (no tokenizing, no content)."""
+
+    settings: CompactionSettings
+    tokens_before: int
+    base: Checkpoint | None
+    turns: int = 0
+    first_seq: int | None = None  # first seq newly covered
+    last_seq: int | None = None  # the cut: last seq of the last covered turn, hidden messages included
+    covered_seqs: list[int] = field(default_factory=list)  # covered messages the model would have seen
+    covered_tokens: int = 0
+    kept_tokens: int = 0
+
+    @property
+    def replaced_tokens(self) -> int:
+        return self.covered_tokens + (self.base.summary_tokens if self.base else 0)
+
+    @property
+    def over_threshold(self) -> bool:
+        return self.tokens_before > self.settings.max_tokens
+
+
+@dataclass
+class Outcome:
+    status: str  # "completed" | "skipped" | "failed" | "not_run"
+    plan: Plan | None = None
+    reason: str = ""
+    error: str = ""
+    checkpoint: Checkpoint | None = None
+    summary_tokens: int | None = None
+    tokens_after: int | None = None
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def ran(self) -> bool:
+        return self.status != "not_run"
+
+    def figures(self) -> dict:
+        plan = self.plan
+        data = {"status": self.status}
+        if plan is not None:
+            data.update(
+                max_tokens=plan.settings.max_tokens,
+                keep_recent_tokens=plan.settings.keep_recent_tokens,
+                tokens_before=plan.tokens_before,
+            )
+        if self.reason:
+            data["reason"] = self.reason
+        if self.error:
+            data["error"] = self.error
+        if self.checkpoint is not None:
+            data.update(
+                checkpoint_id=self.checkpoint.pk,
+                covered_seq_range=[self.checkpoint.first_seq, self.checkpoint.last_seq],
+                replaced_tokens=self.checkpoint.replaced_tokens,
+                summary_tokens=self.checkpoint.summary_tokens,
+                tokens_after=self.tokens_after,
+                still_over_threshold=self.tokens_after > plan.settings.max_tokens,
+            )
+        return data
+
+
+def resolve_settings(session: Session, max_tokens=None, keep_recent_tokens=None, summarizer=None) -> CompactionSettings:
+    base = session.compaction_settings()
+    for name, value in (("max_tokens", max_tokens), ("keep_recent_tokens", keep_recent_tokens)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise DomainError(f"{name} must be a non-negative whole number", code="invalid_settings")
+    if summarizer is not None and summarizer not in SUMMARIZER_NAMES:
+        raise DomainError(f"summarizer must be one of {', '.join(SUMMARIZER_NAMES)}", code="invalid_settings")
+    return replace(
+        base,
+        max_tokens=base.max_tokens if max_tokens is None else max_tokens,
+        keep_recent_tokens=base.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens,
+        summarizer=summarizer or base.summarizer,
+    )
+
+
+def plan_compaction(session: Session, compaction: CompactionSettings) -> Plan:
+    """Split the visible messages after the latest checkpoint into turns and choose what to cover.
+
+    The current turn is always kept; older turns are kept whole, newest first, while the kept total
+    stays within keep_recent_tokens; the first that does not fit and everything before it is covered.
+    """
+    measure = measure_model_input(session)
+    plan = Plan(compaction, measure.tokens, measure.checkpoint)
+    turns: list[list] = []
+    for row in measure.rows:
+        # `agent` continues a turn; only a user message starts one. Rows before the first user message
+        # form turn 0.
+        if row.role == Role.USER or not turns:
+            turns.append([])
+        turns[-1].append(row)
+    plan.turns = len(turns)
+    if len(turns) < 2:
+        return plan
+    kept = measure.kept_tokens
+
+    def cost(turn):
+        return sum(kept[row.seq] for row in turn)
+
+    first_kept = len(turns) - 1
+    total = cost(turns[first_kept])
+    for index in range(len(turns) - 2, -1, -1):
+        turn_cost = cost(turns[index])
+        if total + turn_cost > compaction.keep_recent_tokens:
+            break
+        total += turn_cost
+        first_kept = index
+    plan.kept_tokens = total
+    if first_kept == 0:
+        return plan
+    covered = [row for turn in turns[:first_kept] for row in turn]
+    plan.first_seq = (plan.base.last_seq if plan.base else 0) + 1
+    plan.last_seq = turns[first_kept][0].seq - 1
+    plan.covered_seqs = [row.seq for row in covered if kept[row.seq] > 0]
+    plan.covered_tokens = sum(kept[row.seq] for row in covered)
+    return plan
+
+
+def _event(session, type_, actor, trigger, plan: Plan, run: int | None = None, **extra) -> Event:
+    data = {
+        "trigger": trigger,
+        "max_tokens": plan.settings.max_tokens,
+        "keep_recent_tokens": plan.settings.keep_recent_tokens,
+        "tokens_before": plan.tokens_before,
+        "summarizer": plan.settings.summarizer,
+        **extra,
+    }
+    if run is not None:
+        data["run"] = run
+    return record(session, type_, actor, **data)
+
+
+def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_pk)
+        event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
+        Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
+    return Outcome("failed", plan, error=error, events=[started, event])
+
+
+def compact(
+    session: Session,
+    *,
+    trigger: str = REQUEST,
+    force: bool = False,
+    max_tokens: int | None = None,
+    keep_recent_tokens: int | None = None,
+    summary: str | None = None,
+    summarizer: str | None = None,
+    actor: str = "system",
+) -> Outcome:
+    """Run compaction on `session` (SPEC §4.2). Automatic runs below the threshold record nothing."""
+    compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
+    if summary is not None:
+        if not isinstance(summary, str):
+            raise DomainError("summary must be a string", code="invalid_summary")
+        check_text(summary, None, "summary")
+        compaction = replace(compaction, summarizer="supplied")
+
+    # 1. Plan under the row lock, and record the start.
+    with transaction.atomic():
+        session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
+        plan = plan_compaction(session, compaction)
+        if trigger == AUTO and not plan.over_threshold:
+            return Outcome("not_run", plan)
+        started = _event(session, EventType.COMPACTION_STARTED, actor, trigger, plan)
+        skip = None
+        if trigger != AUTO and not force and not plan.over_threshold:
+            skip = "under_threshold"
+        elif plan.last_seq is None:
+            skip = "nothing_to_compact"
+        if skip:
+            event = _event(session, EventType.COMPACTION_SKIPPED, actor, trigger, plan, started.pk, reason=skip)
+            return Outcome("skipped", plan, reason=skip, events=[started, event])
+        covered = list(
+            Message.objects.filter(
+                session=session, seq__gte=plan.first_seq, seq__lte=plan.last_seq, include_in_messages=True
+            )
+            .exclude(role=Role.SYSTEM)
+            .only("seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
+            .order_by("seq")
+        )
+        wanted = set(plan.covered_seqs)
+        covered = [m for m in covered if m.seq in wanted]
+
+    # 2. Summarize, outside any transaction.
+    previous = plan.base.summary if plan.base else ""
+    if summary is None:
+        try:
+            summary = get_summarizer(compaction.summarizer)(previous, covered, settings.CTXWEB_SUMMARY_MAX_TOKENS)
+        except SummarizerError as exc:
+            return _finish_failed(session.pk, actor, trigger, plan, started, str(exc))
+        except Exception as exc:  # a summarizer must never take the request down
+            return _finish_failed(session.pk, actor, trigger, plan, started, f"{type(exc).__name__}: {exc}")
+    if not summary or not summary.strip():
+        return _finish_failed(session.pk, actor, trigger, plan, started, "the summarizer returned no text")
+    summary = summary.strip()
+    summary_tokens = summary_message_tokens(summary, plan.last_seq)
+
+    # 3. Create the checkpoint, unless the summary is not smaller than what it replaces.
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session.pk)
+        if summary_tokens >= plan.replaced_tokens:
+            event = _event(
+                session, EventType.COMPACTION_SKIPPED, actor, trigger, plan, started.pk,
+                reason="not_smaller", summary_tokens=summary_tokens, replaced_tokens=plan.replaced_tokens,
+            )
+            return Outcome("skipped", plan, reason="not_smaller", summary_tokens=summary_tokens, events=[started, event])
+        try:
+            with transaction.atomic():
+                checkpoint = Checkpoint.objects.create(
+                    session=session,
+                    previous=plan.base,
+                    summary=summary,
+                    first_seq=plan.first_seq,
+                    last_seq=plan.last_seq,
+                    created_at_seq=session.message_count,
+                    summary_tokens=summary_tokens,
+                    replaced_tokens=plan.replaced_tokens,
+                    tokens_before=plan.tokens_before,
+                    summarizer=compaction.summarizer,
+                    trigger=trigger,
+                    created_at=timezone.now(),
+                )
+        except IntegrityError:
+            error = "another compaction extended the same checkpoint first; nothing changed"
+            event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
+            Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
+            return Outcome("failed", plan, error=error, events=[started, event])
+        tokens_after = refresh_input_tokens(session, checkpoint)
+        checkpoint.tokens_after = tokens_after
+        checkpoint.save(update_fields=["tokens_after"])
+        Session.objects.filter(pk=session.pk).update(checkpoint_count=F("checkpoint_count") + 1)
+        outcome = Outcome("completed", plan, checkpoint=checkpoint, summary_tokens=summary_tokens, tokens_after=tokens_after)
+        figures = outcome.figures()
+        event = _event(
+            session, EventType.COMPACTION_COMPLETED, actor, trigger, plan, started.pk,
+            checkpoint_id=checkpoint.pk,
+            covered_seq_range=figures["covered_seq_range"],
+            replaced_tokens=plan.replaced_tokens,
+            summary_tokens=summary_tokens,
+            tokens_after=tokens_after,
+            still_over_threshold=figures["still_over_threshold"],
+        )
+        outcome.events = [started, event]
+        return outcome
+
+
+def compact_if_needed(session: Session, actor: str = "system") -> Outcome | None:
+    """Automatic compaction after appends and request builds, when the session has it on."""
+    compaction = session.compaction_settings()
+    if not compaction.auto or session.input_tokens <= compaction.max_tokens:
+        return None
+    return compact(session, trigger=AUTO, actor=actor)

@@ -1,0 +1,240 @@
+"""The data model: projects, sessions, the raw log of messages, checkpoints and events (SPEC §1)."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+SESSION_KEY_RE = r"^[A-Za-z0-9._:@-]{1,200}$"
+session_key_validator = RegexValidator(SESSION_KEY_RE, "1-200 characters of A-Z a-z 0-9 . _ : @ -")
+
+
+class Role(models.TextChoices):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    AGENT = "agent"
+
+
+class EventType(models.TextChoices):
+    SESSION_CREATED = "SESSION_CREATED"
+    SESSION_UPDATED = "SESSION_UPDATED"
+    MESSAGES_APPENDED = "MESSAGES_APPENDED"
+    MESSAGE_UPDATED = "MESSAGE_UPDATED"
+    COMPACTION_STARTED = "COMPACTION_STARTED"
+    COMPACTION_COMPLETED = "COMPACTION_COMPLETED"
+    COMPACTION_SKIPPED = "COMPACTION_SKIPPED"
+    COMPACTION_FAILED = "COMPACTION_FAILED"
+    REQUEST_BUILT = "REQUEST_BUILT"
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    max_tokens: int
+    keep_recent_tokens: int
+    auto: bool
+    summarizer: str
+
+
+class Project(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    # Compaction defaults for the project's sessions; empty means the server default.
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    keep_recent_tokens = models.PositiveIntegerField(null=True, blank=True)
+    auto_compact = models.BooleanField(null=True, blank=True)
+    summarizer = models.CharField(max_length=50, blank=True, default="")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Session(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="sessions")
+    key = models.CharField(max_length=200, validators=[session_key_validator])
+    title = models.CharField(max_length=300, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    instructions = models.TextField(blank=True, default="")
+    instructions_tokens = models.PositiveIntegerField(default=0)
+
+    # Compaction settings; empty means the project's, then the server's default.
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    keep_recent_tokens = models.PositiveIntegerField(null=True, blank=True)
+    auto_compact = models.BooleanField(null=True, blank=True)
+    summarizer = models.CharField(max_length=50, blank=True, default="")
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+
+    # Denormalised figures, kept correct in the same transaction that changes what they count.
+    message_count = models.PositiveIntegerField(default=0)  # also the highest seq: seqs are gapless
+    raw_tokens = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)  # the model input as built now
+    checkpoint_count = models.PositiveIntegerField(default=0)
+    failed_compactions = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "key"], name="session_key_unique_per_project"),
+        ]
+        indexes = [
+            # The sessions list sorts by these within a project.
+            models.Index(fields=["project", "-last_activity_at"], name="session_project_activity"),
+            models.Index(fields=["project", "-raw_tokens"], name="session_project_tokens"),
+        ]
+
+    def __str__(self):
+        return f"{self.project.name}/{self.key}" if self.project_id else self.key
+
+    @property
+    def last_seq(self) -> int:
+        return self.message_count
+
+    def compaction_settings(self) -> CompactionSettings:
+        project = self.project
+
+        def pick(own, from_project, default):
+            if own is not None and own != "":
+                return own
+            if from_project is not None and from_project != "":
+                return from_project
+            return default
+
+        return CompactionSettings(
+            max_tokens=pick(self.max_tokens, project.max_tokens, settings.CTXWEB_MAX_TOKENS),
+            keep_recent_tokens=pick(
+                self.keep_recent_tokens, project.keep_recent_tokens, settings.CTXWEB_KEEP_RECENT_TOKENS
+            ),
+            auto=pick(self.auto_compact, project.auto_compact, settings.CTXWEB_AUTO_COMPACT),
+            summarizer=pick(self.summarizer, project.summarizer, settings.CTXWEB_SUMMARIZER),
+        )
+
+
+class Message(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    # The client's id for the message, or one the server made; unique within the session.
+    client_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    # A string, or a list of {"type": "text"|"image", ...} parts, exactly as stored.
+    content = models.JSONField(default=str, blank=True)
+    # Plain text of the content (text parts joined), for search, summaries and display.
+    text = models.TextField(blank=True, default="")
+    has_content = models.BooleanField(default=True)
+    reasoning = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(default=list, blank=True)  # [{"id", "name", "arguments"}]
+    call_ids = models.JSONField(default=list, blank=True)  # the ids of tool_calls, in order
+    tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    # For a tool result: the seq of the assistant message whose call it answers (nearest preceding).
+    call_seq = models.PositiveIntegerField(null=True, blank=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    attributes = models.JSONField(default=dict, blank=True)
+    include_in_messages = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    # Token figures, computed once when the message is stored (SPEC §3).
+    tokens = models.PositiveIntegerField(default=0)
+    tool_call_tokens = models.JSONField(default=list, blank=True)  # per call, part of `tokens`
+    reasoning_tokens = models.PositiveIntegerField(default=0)  # shown, not part of `tokens`
+    digest = models.CharField(max_length=64)  # of the model-visible fields, for duplicate detection
+
+    class Meta:
+        constraints = [
+            # Also the index behind every raw-log and model-input range query.
+            models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique_per_session"),
+            models.UniqueConstraint(fields=["session", "client_id"], name="message_id_unique_per_session"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "call_seq"], name="message_session_call_seq"),
+        ]
+        ordering = ["session", "seq"]
+
+    def __str__(self):
+        return f"#{self.seq} {self.role}"
+
+
+class ToolCall(models.Model):
+    """One tool call of an assistant message, so results can find their call without a scan."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_call_index")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_call_rows")
+    seq = models.PositiveIntegerField()
+    position = models.PositiveSmallIntegerField()
+    call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            # Pairing a result with the nearest preceding call of its id.
+            models.Index(fields=["session", "call_id", "-seq"], name="toolcall_session_callid_seq"),
+        ]
+
+    def __str__(self):
+        return f"{self.call_id} @ #{self.seq}"
+
+
+class Checkpoint(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="checkpoints")
+    # The checkpoint this one extends. One-to-one: at most one checkpoint ever extends a given one, so
+    # two compactions from the same base cannot both succeed.
+    previous = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="next"
+    )
+    summary = models.TextField()
+    first_seq = models.PositiveIntegerField()  # first seq newly covered (previous.last_seq + 1)
+    last_seq = models.PositiveIntegerField()  # last original message covered
+    created_at_seq = models.PositiveIntegerField()  # highest seq stored when it was created
+    summary_tokens = models.PositiveIntegerField()  # the summary message, prefix included
+    replaced_tokens = models.PositiveIntegerField(default=0)
+    tokens_before = models.PositiveIntegerField(default=0)
+    tokens_after = models.PositiveIntegerField(default=0)
+    summarizer = models.CharField(max_length=50)
+    trigger = models.CharField(max_length=20, default="request")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"], condition=Q(previous__isnull=True), name="one_first_checkpoint_per_session"
+            ),
+            models.CheckConstraint(condition=Q(last_seq__gte=models.F("first_seq")), name="checkpoint_range_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "-last_seq"], name="checkpoint_session_last_seq"),
+            models.Index(fields=["session", "-created_at_seq"], name="checkpoint_session_created"),
+        ]
+        ordering = ["session", "last_seq"]
+
+    def __str__(self):
+        return f"checkpoint {self.pk} (1–{self.last_seq})"
+
+    @property
+    def own_count(self) -> int:
+        return self.last_seq - self.first_seq + 1
+
+
+class Event(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=40, choices=EventType.choices)
+    actor = models.CharField(max_length=200, default="system")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["session", "id"], name="event_session_order"),
+            models.Index(fields=["session", "type", "id"], name="event_session_type"),
+        ]
+        ordering = ["session", "id"]
+
+    def __str__(self):
+        return f"{self.type} by {self.actor}"

@@ -1,0 +1,169 @@
+"""Summarizers for compaction (SPEC §4.3). Each takes the previous summary and the covered messages the
+model would have seen, and returns the text of the new summary."""
+
+import json
+import re
+from collections.abc import Callable
+
+from django.conf import settings
+
+from .models import Message, Role
+from .tokens import count_text
+
+NAMES = ("extractive", "openai")
+
+
+class SummarizerError(Exception):
+    pass
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = re.sub(r"\s+", " ", text or "").strip()
+    return text if len(text) <= limit else text[: max(limit - 1, 1)].rstrip() + "…"
+
+
+def _message_text(message: Message) -> str:
+    text = message.text
+    if isinstance(message.content, list):
+        images = sum(1 for part in message.content if part.get("type") == "image")
+        if images:
+            text = (text + f" [{images} image(s)]").strip()
+    return text
+
+
+def transcript(previous_summary: str, messages: list[Message]) -> str:
+    """The plain-text transcript a summarizer receives."""
+    lines = []
+    if previous_summary:
+        lines += ["Summary so far:", previous_summary, ""]
+    for m in messages:
+        role = "user (agent)" if m.role == Role.AGENT else m.role
+        head = f"[#{m.seq} {role}]"
+        if m.role == Role.TOOL:
+            head = f"[#{m.seq} tool result for {m.tool_call_id}]"
+        text = _message_text(m)
+        if text:
+            lines.append(f"{head} {text}")
+        for call in m.tool_calls:
+            lines.append(f"[#{m.seq} tool call {call['id']}] {call['name']}({call['arguments']})")
+    return "\n".join(lines)
+
+
+# --- extractive ----------------------------------------------------------------------------------
+
+ERROR_HINT = re.compile(r"\b(error|exception|traceback|failed|not found|denied)\b|returncode>[1-9]", re.IGNORECASE)
+
+
+def _turns(messages: list[Message]) -> list[list[Message]]:
+    turns: list[list[Message]] = []
+    for m in messages:
+        if m.role == Role.USER or not turns:
+            turns.append([])
+        turns[-1].append(m)
+    return turns
+
+
+def _digest_lines(messages: list[Message], limit: int) -> list[str]:
+    lines = []
+    results = {(m.call_seq, m.tool_call_id): m for m in messages if m.role == Role.TOOL}
+    for turn in _turns(messages):
+        first = turn[0]
+        if first.role == Role.USER:
+            lines.append(f"- #{first.seq} user asked: {_one_line(_message_text(first), limit)}")
+        for m in turn:
+            if m.role == Role.AGENT:
+                lines.append(f"  - #{m.seq} agent note: {_one_line(_message_text(m), limit // 2)}")
+            for call in m.tool_calls:
+                result = results.get((m.seq, call["id"]))
+                if result is None:
+                    outcome = "no result"
+                else:
+                    text = _message_text(result)
+                    label = "error" if ERROR_HINT.search(text[:400]) else "ok"
+                    outcome = f"{label}: {_one_line(text, limit // 3)}"
+                lines.append(
+                    f"  - #{m.seq} called {call['name']}({_one_line(call['arguments'], limit // 3)}) → {outcome}"
+                )
+        answers = [m for m in turn if m.role == Role.ASSISTANT and m.text.strip()]
+        if answers:
+            last = answers[-1]
+            lines.append(f"  - #{last.seq} assistant concluded: {_one_line(last.text, limit)}")
+    return lines
+
+
+def extractive(previous_summary: str, messages: list[Message], budget: int) -> str:
+    """A deterministic digest, not an LLM: who asked what, which tools ran with what outcome, and what
+    the assistant concluded, shortened until it fits `budget` tokens."""
+    for limit in (400, 240, 160, 100, 60, 40):
+        head = [_one_line(previous_summary, limit * 4)] if previous_summary else []
+        body = _digest_lines(messages, limit)
+        text = "\n".join(head + body)
+        if count_text(text) <= budget:
+            return text
+    # Still too long: keep the start and the end of the conversation and say what was left out.
+    head = [_one_line(previous_summary, 400)] if previous_summary else []
+    body = _digest_lines(messages, 40)
+    keep = len(body)
+    while True:
+        keep = max(keep * 3 // 4, 2)
+        front = keep // 2
+        shown = body[:front] + [f"  … {len(body) - keep} lines omitted …"] + body[len(body) - (keep - front):]
+        text = "\n".join(head + shown)
+        if keep == 2 or count_text(text) <= budget:
+            return text
+
+
+# --- openai --------------------------------------------------------------------------------------
+
+OPENAI_PROMPT = (
+    "You compact a conversation between a user, an AI assistant and its tools. Write a concise summary "
+    "that lets the assistant continue without the original messages: what the user asked for, decisions "
+    "made, facts and identifiers learned from tools, what was done and what is still open. Fold the "
+    "previous summary in if one is given. Answer with the summary only."
+)
+
+
+def openai_chat(previous_summary: str, messages: list[Message], budget: int) -> str:
+    try:
+        import openai
+    except ImportError as exc:
+        raise SummarizerError("the openai summarizer needs the optional extra: pip install 'ctxweb[llm]'") from exc
+    client = openai.OpenAI(
+        base_url=settings.CTXWEB_OPENAI_BASE_URL,
+        api_key=settings.CTXWEB_OPENAI_API_KEY or "not-set",
+        timeout=settings.CTXWEB_OPENAI_TIMEOUT,
+        max_retries=0,
+    )
+    try:
+        response = client.chat.completions.create(
+            model=settings.CTXWEB_OPENAI_MODEL,
+            messages=[
+                {"role": "system", "content": OPENAI_PROMPT},
+                {"role": "user", "content": transcript(previous_summary, messages)},
+            ],
+            max_tokens=budget,
+        )
+    except openai.APITimeoutError as exc:
+        raise SummarizerError(f"summarizer timed out after {settings.CTXWEB_OPENAI_TIMEOUT:g}s") from exc
+    except openai.APIStatusError as exc:
+        raise SummarizerError(f"summarizer endpoint answered {exc.status_code}: {_one_line(str(exc.message), 300)}") from exc
+    except openai.OpenAIError as exc:
+        raise SummarizerError(f"summarizer request failed: {_one_line(str(exc), 300)}") from exc
+    try:
+        text = response.choices[0].message.content
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise SummarizerError(f"summarizer answer has no message: {_one_line(json.dumps(str(response)), 200)}") from exc
+    return text or ""
+
+
+SUMMARIZERS: dict[str, Callable[[str, list[Message], int], str]] = {
+    "extractive": extractive,
+    "openai": openai_chat,
+}
+
+
+def get_summarizer(name: str):
+    try:
+        return SUMMARIZERS[name]
+    except KeyError:
+        raise SummarizerError(f"unknown summarizer {name!r}") from None

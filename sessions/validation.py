@@ -1,0 +1,325 @@
+"""Shape rules for messages a client sends (SPEC §1, §5.3), before anything touches the database."""
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+
+from .errors import DomainError, TooLarge
+from .models import Role
+from .tokens import count_message
+
+MESSAGE_FIELDS = {
+    "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "attributes",
+    "include_in_messages", "persist", "id", "created_at",
+}
+ROLES = set(Role.values)
+MAX_ID_LENGTH = 200
+DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(;[\w=.+-]+)*(;base64)?,", re.IGNORECASE)
+
+
+@dataclass
+class NewMessage:
+    """A validated message, normalised, with its token figures computed once."""
+
+    role: str
+    content: str | list
+    text: str
+    reasoning: str = ""
+    tool_calls: list = field(default_factory=list)
+    tool_call_id: str = ""
+    name: str = ""
+    attributes: dict = field(default_factory=dict)
+    include_in_messages: bool = True
+    persist: bool = True
+    client_id: str = ""
+    created_at: datetime | None = None
+    tokens: int = 0
+    tool_call_tokens: list = field(default_factory=list)
+    reasoning_tokens: int = 0
+    digest: str = ""
+    seq: int | None = None  # set once stored
+
+    @property
+    def call_ids(self) -> list[str]:
+        return [call["id"] for call in self.tool_calls]
+
+    @property
+    def has_content(self) -> bool:
+        return bool(self.text.strip()) or (isinstance(self.content, list) and len(self.content) > 0)
+
+
+def fail(index: int | None, detail: str, code: str) -> DomainError:
+    where = f"messages[{index}]: " if index is not None else ""
+    extra = {"index": index} if index is not None else {}
+    return DomainError(where + detail, code=code, **extra)
+
+
+def _check_str(value, index, name, *, max_length=None, allow_empty=True) -> str:
+    if not isinstance(value, str):
+        raise fail(index, f"{name} must be a string", "invalid_field")
+    if not allow_empty and not value:
+        raise fail(index, f"{name} must not be empty", "invalid_field")
+    if max_length is not None and len(value) > max_length:
+        raise fail(index, f"{name} is longer than {max_length} characters", "invalid_field")
+    check_text(value, index, name)
+    return value
+
+
+def check_text(value: str, index, name):
+    """Strings the databases can store: no NUL characters, no lone surrogates."""
+    if "\x00" in value:
+        raise fail(index, f"{name} must not contain NUL characters", "invalid_field")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail(index, f"{name} is not valid Unicode text", "invalid_field") from None
+
+
+def check_json(value, index, name, depth: int = 0):
+    """A JSON value from a client (attributes, metadata) that every database can store as it is."""
+    if depth > 32:
+        raise fail(index, f"{name} is nested too deeply", "invalid_field")
+    if isinstance(value, str):
+        check_text(value, index, name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, index, name)
+            check_json(item, index, name, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            check_json(item, index, name, depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise fail(index, f"{name} must not contain NaN or infinity", "invalid_field")
+
+
+def _check_dimension(value, index, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value > 100_000:
+        raise fail(index, f"image {name} must be a positive integer", "invalid_content")
+    return value
+
+
+def _image_part(part: dict, index) -> dict:
+    url = part.get("url")
+    if not isinstance(url, str) or not url:
+        raise fail(index, "an image part needs a url (http(s) or data: URL)", "invalid_content")
+    if url.startswith(("http://", "https://")):
+        if len(url) > 8192:
+            raise fail(index, "image url is too long", "invalid_content")
+    elif url[:5].lower() == "data:":
+        match = DATA_URL_RE.match(url)
+        if not match:
+            raise fail(index, "image data: URL is malformed", "invalid_content")
+        payload = url[match.end():]
+        size = len(payload) * 3 // 4 if match.group(3) else len(payload)
+        if size > settings.CTXWEB_MAX_IMAGE_BYTES:
+            raise TooLarge(
+                f"messages[{index}]: image is larger than {settings.CTXWEB_MAX_IMAGE_BYTES} bytes",
+                code="image_too_large",
+                index=index,
+            )
+        if match.group(3):
+            try:
+                base64.b64decode(payload, validate=True)
+            except (binascii.Error, ValueError):
+                raise fail(index, "image data: URL is not valid base64", "invalid_content") from None
+    else:
+        raise fail(index, "image url must be an http(s) or data: URL", "invalid_content")
+    image = {"type": "image", "url": url}
+    for key in ("media_type", "detail"):
+        if part.get(key) is not None:
+            image[key] = _check_str(part[key], index, f"image {key}", max_length=100)
+    if image.get("detail") not in (None, "low", "high", "auto"):
+        raise fail(index, "image detail must be low, high or auto", "invalid_content")
+    for key in ("width", "height"):
+        value = _check_dimension(part.get(key), index, key)
+        if value is not None:
+            image[key] = value
+    unknown = set(part) - {"type", "url", "media_type", "detail", "width", "height"}
+    if unknown:
+        raise fail(index, f"unknown image part field(s): {', '.join(sorted(unknown))}", "invalid_content")
+    return image
+
+
+def normalise_content(content, index) -> str | list:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return _check_str(content, index, "content")
+    if not isinstance(content, list):
+        raise fail(index, "content must be a string or a list of parts", "invalid_content")
+    parts = []
+    for part in content:
+        if not isinstance(part, dict):
+            raise fail(index, "each content part must be an object", "invalid_content")
+        kind = part.get("type")
+        if kind == "text":
+            if set(part) - {"type", "text"}:
+                raise fail(index, "a text part has only type and text", "invalid_content")
+            parts.append({"type": "text", "text": _check_str(part.get("text"), index, "text part")})
+        elif kind == "image":
+            parts.append(_image_part(part, index))
+        elif kind == "image_url":  # OpenAI's shape, accepted and stored as ours
+            inner = part.get("image_url")
+            if isinstance(inner, str):
+                inner = {"url": inner}
+            if not isinstance(inner, dict) or set(part) - {"type", "image_url"}:
+                raise fail(index, "an image_url part needs an image_url object", "invalid_content")
+            parts.append(_image_part(inner, index))
+        else:
+            raise fail(index, f"unknown content part type {kind!r} (text or image)", "invalid_content")
+    return parts
+
+
+def content_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content if part["type"] == "text")
+
+
+def _tool_call(call, index) -> dict:
+    if not isinstance(call, dict):
+        raise fail(index, "each tool call must be an object", "invalid_tool_calls")
+    if "function" in call:  # OpenAI's shape: {"id", "type": "function", "function": {"name", "arguments"}}
+        function = call["function"]
+        if not isinstance(function, dict) or set(call) - {"id", "type", "function", "index"}:
+            raise fail(index, "a tool call's function must be an object", "invalid_tool_calls")
+        if call.get("type", "function") != "function":
+            raise fail(index, "only function tool calls are supported", "invalid_tool_calls")
+        name, arguments = function.get("name"), function.get("arguments", "")
+    else:
+        unknown = set(call) - {"id", "name", "arguments", "type"}
+        if unknown:
+            raise fail(index, f"unknown tool call field(s): {', '.join(sorted(unknown))}", "invalid_tool_calls")
+        name, arguments = call.get("name"), call.get("arguments", "")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_ID_LENGTH:
+        raise fail(index, "each tool call needs an id (1-200 characters)", "invalid_tool_calls")
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise fail(index, "each tool call needs a name (1-200 characters)", "invalid_tool_calls")
+    if arguments is None:
+        arguments = ""
+    if isinstance(arguments, dict | list):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    if not isinstance(arguments, str):
+        raise fail(index, "tool call arguments must be a string or a JSON object", "invalid_tool_calls")
+    _check_str(arguments, index, "tool call arguments")
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def _created_at(value, index) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fail(index, "created_at must be an ISO 8601 date-time string", "invalid_field")
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise fail(index, "created_at must be an ISO 8601 date-time string", "invalid_field")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def message_digest(role, content, reasoning, tool_calls, tool_call_id, name) -> str:
+    canonical = json.dumps(
+        [role, content, reasoning, tool_calls, tool_call_id, name],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_message(data, index: int | None = None) -> NewMessage:
+    """Validate one message a client sent and return it normalised, with its token figures."""
+    if not isinstance(data, dict):
+        raise fail(index, "a message must be an object", "invalid_message")
+    unknown = set(data) - MESSAGE_FIELDS
+    if unknown:
+        raise fail(
+            index,
+            f"unknown field(s) {', '.join(sorted(unknown))}; application data belongs in attributes",
+            "unknown_field",
+        )
+    role = data.get("role")
+    if role not in ROLES:
+        raise fail(index, f"role must be one of {', '.join(Role.values)}", "invalid_role")
+
+    tool_calls_in = data.get("tool_calls")
+    if tool_calls_in is not None and not isinstance(tool_calls_in, list):
+        raise fail(index, "tool_calls must be a list", "invalid_tool_calls")
+    if tool_calls_in and role != Role.ASSISTANT:
+        raise fail(index, "tool_calls are only allowed on assistant messages", "field_not_allowed")
+    tool_calls = [_tool_call(call, index) for call in tool_calls_in or ()]
+    ids = [call["id"] for call in tool_calls]
+    if len(set(ids)) != len(ids):
+        raise fail(index, "tool call ids must be unique within a message", "invalid_tool_calls")
+
+    reasoning = data.get("reasoning")
+    if reasoning not in (None, "") and role != Role.ASSISTANT:
+        raise fail(index, "reasoning is only allowed on assistant messages", "field_not_allowed")
+    reasoning = _check_str(reasoning or "", index, "reasoning")
+
+    tool_call_id = data.get("tool_call_id")
+    if role == Role.TOOL:
+        if tool_call_id in (None, ""):
+            raise fail(index, "a tool message needs the tool_call_id of the call it answers", "missing_tool_call_id")
+        tool_call_id = _check_str(tool_call_id, index, "tool_call_id", max_length=MAX_ID_LENGTH)
+    elif tool_call_id not in (None, ""):
+        raise fail(index, "tool_call_id is only allowed on tool messages", "field_not_allowed")
+    else:
+        tool_call_id = ""
+
+    if "content" not in data and not (role == Role.ASSISTANT and tool_calls):
+        raise fail(index, "content is required", "invalid_content")
+    if data.get("content") is None and not (role == Role.ASSISTANT and tool_calls) and "content" in data:
+        raise fail(index, "content may be null only on an assistant message with tool calls", "invalid_content")
+    content = normalise_content(data.get("content"), index)
+
+    name = _check_str(data.get("name") or "", index, "name", max_length=200)
+    attributes = data.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict):
+        raise fail(index, "attributes must be an object", "invalid_field")
+    check_json(attributes, index, "attributes")
+    include = data.get("include_in_messages", True)
+    persist = data.get("persist", True)
+    if not isinstance(include, bool) or not isinstance(persist, bool):
+        raise fail(index, "include_in_messages and persist must be true or false", "invalid_field")
+    client_id = data.get("id")
+    if client_id is not None:
+        client_id = _check_str(client_id, index, "id", max_length=MAX_ID_LENGTH, allow_empty=False)
+    created_at = _created_at(data.get("created_at"), index)
+
+    figures = count_message(role, content, name, tool_calls, reasoning)
+    return NewMessage(
+        role=role,
+        content=content,
+        text=content_text(content),
+        reasoning=reasoning,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        name=name,
+        attributes=attributes,
+        include_in_messages=include,
+        persist=persist,
+        client_id=client_id or "",
+        created_at=created_at,
+        tokens=figures.total,
+        tool_call_tokens=figures.tool_calls,
+        reasoning_tokens=figures.reasoning,
+        digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name),
+    )

@@ -1,0 +1,43 @@
+import pytest
+from django.db import connection
+
+from sessions.append import append_messages
+from sessions.models import Project
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def project(db):
+    return Project.objects.get_or_create(name="default")[0]
+
+
+@pytest.fixture
+def other_project(db):
+    return Project.objects.get_or_create(name="other")[0]
+
+
+@pytest.fixture
+def append(project):
+    """append("key", [messages]) through the domain function; returns the AppendResult."""
+
+    def _append(key, messages, actor="test"):
+        return append_messages(project, key, messages, actor)
+
+    return _append
+
+
+def on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def pytest_collection_modifyitems(config, items):
+    if connection.vendor == "postgresql":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (SQLite has no row locks)")
+    for item in items:
+        if "postgres_only" in item.keywords:
+            item.add_marker(skip)
