@@ -182,11 +182,12 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     Session.objects.filter(pk=session.pk).update(
         message_count=session.message_count, raw_tokens=session.raw_tokens, last_activity_at=now
     )
-    refresh_input_tokens(session)
+    input_tokens = refresh_input_tokens(session)
     record(
         session,
         EventType.MESSAGES_APPENDED,
         actor,
+        input_tokens=input_tokens,
         count=len(to_create),
         first_seq=to_create[0].seq,
         last_seq=to_create[-1].seq,

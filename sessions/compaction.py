@@ -18,9 +18,10 @@ from .events import record
 from .model_input import measure_model_input, refresh_input_tokens, summary_message_tokens
 from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
 from .store import SUMMARIZER_NAMES
-from .validation import check_text
 from .summarizers import SummarizerError, get_summarizer
+from .validation import check_text
 
+SUMMARY_MIN_TOKENS = 48
 AUTO = "auto"
 REQUEST = "request"
 
@@ -145,6 +146,12 @@ def plan_compaction(session: Session, compaction: CompactionSettings) -> Plan:
     return plan
 
 
+def summary_budget(plan: Plan) -> int:
+    """Tokens a summarizer may use: half of what the summary replaces, within the configured cap, so a
+    summary that fits its budget is always smaller than what it replaces."""
+    return max(SUMMARY_MIN_TOKENS, min(settings.CTXWEB_SUMMARY_MAX_TOKENS, plan.replaced_tokens // 2))
+
+
 def _event(session, type_, actor, trigger, plan: Plan, run: int | None = None, **extra) -> Event:
     data = {
         "trigger": trigger,
@@ -177,8 +184,13 @@ def compact(
     summary: str | None = None,
     summarizer: str | None = None,
     actor: str = "system",
+    extra_tokens: int = 0,
 ) -> Outcome:
-    """Run compaction on `session` (SPEC §4.2). Automatic runs below the threshold record nothing."""
+    """Run compaction on `session` (SPEC §4.2). Automatic runs below the threshold record nothing.
+
+    `extra_tokens` are the tokens of a request's unpersisted messages, which count towards the
+    threshold of that request (SPEC §5.9) but are never covered.
+    """
     compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
     if summary is not None:
         if not isinstance(summary, str):
@@ -190,6 +202,7 @@ def compact(
     with transaction.atomic():
         session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
         plan = plan_compaction(session, compaction)
+        plan.tokens_before += extra_tokens
         if trigger == AUTO and not plan.over_threshold:
             return Outcome("not_run", plan)
         started = _event(session, EventType.COMPACTION_STARTED, actor, trigger, plan)
@@ -216,7 +229,7 @@ def compact(
     previous = plan.base.summary if plan.base else ""
     if summary is None:
         try:
-            summary = get_summarizer(compaction.summarizer)(previous, covered, settings.CTXWEB_SUMMARY_MAX_TOKENS)
+            summary = get_summarizer(compaction.summarizer)(previous, covered, summary_budget(plan))
         except SummarizerError as exc:
             return _finish_failed(session.pk, actor, trigger, plan, started, str(exc))
         except Exception as exc:  # a summarizer must never take the request down
@@ -256,7 +269,7 @@ def compact(
             event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
             Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
             return Outcome("failed", plan, error=error, events=[started, event])
-        tokens_after = refresh_input_tokens(session, checkpoint)
+        tokens_after = refresh_input_tokens(session, checkpoint) + extra_tokens
         checkpoint.tokens_after = tokens_after
         checkpoint.save(update_fields=["tokens_after"])
         Session.objects.filter(pk=session.pk).update(checkpoint_count=F("checkpoint_count") + 1)
@@ -265,6 +278,7 @@ def compact(
         event = _event(
             session, EventType.COMPACTION_COMPLETED, actor, trigger, plan, started.pk,
             checkpoint_id=checkpoint.pk,
+            at_seq=checkpoint.created_at_seq,
             covered_seq_range=figures["covered_seq_range"],
             replaced_tokens=plan.replaced_tokens,
             summary_tokens=summary_tokens,
@@ -275,9 +289,10 @@ def compact(
         return outcome
 
 
-def compact_if_needed(session: Session, actor: str = "system") -> Outcome | None:
-    """Automatic compaction after appends and request builds, when the session has it on."""
+def compact_if_needed(session: Session, actor: str = "system", extra_tokens: int = 0) -> Outcome | None:
+    """Automatic compaction after appends and request builds, when the session has it on and its
+    model input is over max_tokens."""
     compaction = session.compaction_settings()
-    if not compaction.auto or session.input_tokens <= compaction.max_tokens:
+    if not compaction.auto or session.input_tokens + extra_tokens <= compaction.max_tokens:
         return None
-    return compact(session, trigger=AUTO, actor=actor)
+    return compact(session, trigger=AUTO, actor=actor, extra_tokens=extra_tokens)

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .model_input import ModelInput, Omission, Reason
+from .model_input import Layout, ModelInput, Omission, Reason
 from .models import Checkpoint, Message, Role
 
 
@@ -34,9 +34,10 @@ def covering_checkpoint(checkpoints: list[Checkpoint], seq: int) -> Checkpoint |
 
 
 def explain_messages(
-    messages: list[Message], model_input: ModelInput, checkpoints: list[Checkpoint]
+    messages: list[Message], model_input: ModelInput | Layout, checkpoints: list[Checkpoint]
 ) -> dict[int, Explanation]:
-    """Explanations for `messages` (any window of the raw log) against one built model input.
+    """Explanations for `messages` (any window of the raw log) against one model input, built in full
+    (ModelInput) or only laid out from stored figures (Layout).
 
     `checkpoints` are the session's checkpoints (any order); only those the input's checkpoint extends
     count as covering.
@@ -44,19 +45,17 @@ def explain_messages(
     current = model_input.checkpoint
     boundary = current.last_seq if current else 0
     chain = [c for c in checkpoints if current is not None and c.last_seq <= current.last_seq]
-    positions = {entry.seq: i for i, entry in enumerate(model_input.entries, start=1) if entry.seq is not None}
-    entries = {entry.seq: entry for entry in model_input.entries if entry.seq is not None}
+    positions = model_input.positions()
+    dropped = model_input.dropped
     omissions = model_input.omission_for()
-    total = len(model_input.entries)
-    out = {}
-    for message in messages:
-        out[message.seq] = _explain(
-            message, model_input, boundary, chain, positions, entries, omissions, total
-        )
-    return out
+    total = model_input.entry_count
+    return {
+        message.seq: _explain(message, model_input, boundary, chain, positions, dropped, omissions, total)
+        for message in messages
+    }
 
 
-def _explain(message, model_input, boundary, chain, positions, entries, omissions, total) -> Explanation:
+def _explain(message, model_input, boundary, chain, positions, dropped, omissions, total) -> Explanation:
     as_of = model_input.as_of
     if as_of is not None and message.seq > as_of:
         return Explanation(
@@ -90,14 +89,11 @@ def _explain(message, model_input, boundary, chain, positions, entries, omission
         if omission.whole_message:
             return _omission_explanation(message, omission, boundary)
     if message.seq in positions:
-        entry = entries[message.seq]
+        calls = dropped.get(message.seq, ())
         sentence = f"In the model input, message {positions[message.seq]} of {total}."
-        if entry.dropped_calls:
-            sentence += (
-                f" Its tool call(s) {', '.join(entry.dropped_calls)} are left out: no result for them "
-                f"is in the input."
-            )
-        return Explanation(Reason.IN_INPUT, sentence, position=positions[message.seq], dropped_calls=tuple(entry.dropped_calls))
+        if calls:
+            sentence += f" Its tool call(s) {', '.join(calls)} are left out: no result for them is in the input."
+        return Explanation(Reason.IN_INPUT, sentence, position=positions[message.seq], dropped_calls=tuple(calls))
     # Not reached for stored messages of a consistent input; kept for safety.
     return Explanation(Reason.EXCLUDED, "Not in the model input.")
 

@@ -103,6 +103,17 @@ class ModelInput:
                 by_seq[omission.seq].append(omission)
         return by_seq
 
+    def positions(self) -> dict[int, int]:
+        return {entry.seq: i for i, entry in enumerate(self.entries, start=1) if entry.seq is not None}
+
+    @property
+    def dropped(self) -> dict[int, list[str]]:
+        return {e.seq: e.dropped_calls for e in self.entries if e.seq is not None and e.dropped_calls}
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.entries)
+
 
 # --- validity ------------------------------------------------------------------------------------
 
@@ -294,26 +305,60 @@ class _Row:
          self.tool_call_id, self.call_seq, self.has_content) = row
 
 
-def visible_rows(session: Session, after_seq: int) -> list[_Row]:
+def visible_rows(session: Session, after_seq: int, as_of: int | None = None) -> list[_Row]:
     """The figures of the visible messages after `after_seq`, without their content."""
-    rows = visible_messages(session, after_seq).values_list(*_Row.__slots__)
+    rows = visible_messages(session, after_seq, as_of).values_list(*_Row.__slots__)
     return [_Row(row) for row in rows]
 
 
 @dataclass
-class Measure:
-    """The size of the model input as built now, from stored figures only."""
+class Layout:
+    """The shape of the model input (which stored messages are in it, where, with how many tokens)
+    from stored figures only: no content is read and nothing is tokenized."""
 
-    tokens: int
+    session: Session
     checkpoint: Checkpoint | None
-    rows: list  # the visible messages after the checkpoint, with their kept tokens
+    as_of: int | None
+    rows: list  # the visible messages after the checkpoint (and up to as_of)
     kept_tokens: dict[int, int]  # seq -> tokens that message adds to the input (0 when left out)
+    dropped: dict[int, list[str]]  # seq -> tool call ids left out of that message
+    omitted: list[Omission]
+    tokens: int
+
+    @property
+    def head_count(self) -> int:
+        """Entries before the stored messages: the instructions and the summary."""
+        return int(bool(self.session.instructions_tokens)) + int(self.checkpoint is not None)
+
+    @property
+    def _left_out(self) -> set[int]:
+        return {o.seq for o in self.omitted if o.whole_message}
+
+    def positions(self) -> dict[int, int]:
+        """seq -> 1-based position in the model input, for the stored messages in it."""
+        start = self.head_count
+        left_out = self._left_out
+        kept = [row.seq for row in self.rows if row.seq not in left_out]
+        return {seq: start + i for i, seq in enumerate(kept, start=1)}
+
+    @property
+    def entry_count(self) -> int:
+        return self.head_count + len(self.rows) - len(self._left_out)
+
+    def omission_for(self) -> dict[int, list[Omission]]:
+        by_seq = defaultdict(list)
+        for omission in self.omitted:
+            by_seq[omission.seq].append(omission)
+        return by_seq
 
 
-def measure_model_input(session: Session, checkpoint: Checkpoint | None | bool = False) -> Measure:
+def layout_model_input(
+    session: Session, as_of: int | None = None, checkpoint: Checkpoint | None | bool = False
+) -> Layout:
     if checkpoint is False:
-        checkpoint = latest_checkpoint(session)
-    rows = visible_rows(session, checkpoint.last_seq if checkpoint else 0)
+        check_as_of(session, as_of)
+        checkpoint = latest_checkpoint(session, as_of)
+    rows = visible_rows(session, checkpoint.last_seq if checkpoint else 0, as_of)
     verdict = check_validity(rows)
     kept = {
         row.seq: (_kept_tokens(row, verdict.dropped.get(i)) if verdict.keep[i] else 0)
@@ -322,13 +367,17 @@ def measure_model_input(session: Session, checkpoint: Checkpoint | None | bool =
     total = REPLY_PRIMING + session.instructions_tokens + sum(kept.values())
     if checkpoint:
         total += checkpoint.summary_tokens
-    return Measure(total, checkpoint or None, rows, kept)
+    dropped = {rows[i].seq: ids for i, ids in verdict.dropped.items()}
+    return Layout(session, checkpoint or None, as_of, rows, kept, dropped, [o for _, o in verdict.omitted], total)
+
+
+measure_model_input = layout_model_input
 
 
 def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool = False) -> int:
     """Recompute the session's stored model-input size; call inside the transaction that changed it."""
-    measure = measure_model_input(session, checkpoint)
-    if session.input_tokens != measure.tokens:
-        session.input_tokens = measure.tokens
-        Session.objects.filter(pk=session.pk).update(input_tokens=measure.tokens)
-    return measure.tokens
+    tokens = layout_model_input(session, checkpoint=checkpoint).tokens
+    if session.input_tokens != tokens:
+        session.input_tokens = tokens
+        Session.objects.filter(pk=session.pk).update(input_tokens=tokens)
+    return tokens

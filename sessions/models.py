@@ -30,6 +30,10 @@ class EventType(models.TextChoices):
     COMPACTION_SKIPPED = "COMPACTION_SKIPPED"
     COMPACTION_FAILED = "COMPACTION_FAILED"
     REQUEST_BUILT = "REQUEST_BUILT"
+    NOTE_ADDED = "NOTE_ADDED"
+    NOTE_EDITED = "NOTE_EDITED"
+    NOTE_DELETED = "NOTE_DELETED"
+    TAGS_CHANGED = "TAGS_CHANGED"
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class Session(models.Model):
     input_tokens = models.PositiveBigIntegerField(default=0)  # the model input as built now
     checkpoint_count = models.PositiveIntegerField(default=0)
     failed_compactions = models.PositiveIntegerField(default=0)
+    tags = models.ManyToManyField("Tag", blank=True, related_name="sessions")
 
     class Meta:
         constraints = [
@@ -238,3 +243,85 @@ class Event(models.Model):
 
     def __str__(self):
         return f"{self.type} by {self.actor}"
+
+
+class ApiKey(models.Model):
+    """A key an application sends as `Authorization: Bearer <secret>`. It belongs to one project and
+    sees only that project's sessions. The secret is shown once; only its SHA-256 is stored."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)  # the secret's first characters, for display
+    secret_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["project", "-created_at"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Membership(models.Model):
+    """A user's role in a project: viewer (read, search, annotate, export), editor (also compact and
+    change include_in_messages), admin (also API keys and members). Superusers see every project."""
+
+    class Role(models.TextChoices):
+        VIEWER = "viewer"
+        EDITOR = "editor"
+        ADMIN = "admin"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "project"], name="one_membership_per_project")]
+        ordering = ["project", "user"]
+
+    def __str__(self):
+        return f"{self.user} is {self.role} of {self.project}"
+
+
+class Tag(models.Model):
+    """A label support staff put on sessions (needs-review, bug, ...), per project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tags")
+    name = models.SlugField(max_length=50)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="tag_name_unique_per_project")]
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Note(models.Model):
+    """A note a person leaves on a session or on one of its messages. Notes are for people: they are
+    never part of the raw log or the model input."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="notes")
+    seq = models.PositiveIntegerField(null=True, blank=True)  # the message it is about; empty: the session
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "seq"], name="note_session_seq")]
+        ordering = ["session", "created_at", "pk"]
+
+    def __str__(self):
+        where = f"#{self.seq}" if self.seq else "session"
+        return f"note on {where} by {self.author}"

@@ -22,6 +22,10 @@ def _one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 1)].rstrip() + "…"
 
 
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" "))]
+
+
 def _message_text(message: Message) -> str:
     text = message.text
     if isinstance(message.content, list):
@@ -52,6 +56,21 @@ def transcript(previous_summary: str, messages: list[Message]) -> str:
 # --- extractive ----------------------------------------------------------------------------------
 
 ERROR_HINT = re.compile(r"\b(error|exception|traceback|failed|not found|denied)\b|returncode>[1-9]", re.IGNORECASE)
+FAILED_STATES = {"error", "failed", "failure", "denied"}
+
+
+def result_failed(text: str) -> bool:
+    """Whether a tool result reads as a failure: a JSON object with an error or a failed state, or
+    error words in plain text."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return bool(ERROR_HINT.search(text[:400]))
+    if isinstance(value, dict):
+        if value.get("error") or value.get("errors") or value.get("exception"):
+            return True
+        return any(str(value.get(key, "")).lower() in FAILED_STATES for key in ("status", "state", "result"))
+    return False
 
 
 def _turns(messages: list[Message]) -> list[list[Message]]:
@@ -63,54 +82,73 @@ def _turns(messages: list[Message]) -> list[list[Message]]:
     return turns
 
 
-def _digest_lines(messages: list[Message], limit: int) -> list[str]:
+def _arguments(arguments: str, limit: int) -> str:
+    """Tool arguments as short key=value pairs when they are a JSON object."""
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return _one_line(arguments, limit)
+    if not isinstance(value, dict):
+        return _one_line(arguments, limit)
+    pairs = ", ".join(
+        f"{key}={item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)}" for key, item in value.items()
+    )
+    return _one_line(pairs, limit)
+
+
+def _digest_lines(messages: list[Message], limit: int, result_limit: int) -> list[str]:
     lines = []
     results = {(m.call_seq, m.tool_call_id): m for m in messages if m.role == Role.TOOL}
     for turn in _turns(messages):
         first = turn[0]
         if first.role == Role.USER:
-            lines.append(f"- #{first.seq} user asked: {_one_line(_message_text(first), limit)}")
+            lines.append(f"#{first.seq} user asked: {_one_line(_message_text(first), limit)}")
         for m in turn:
             if m.role == Role.AGENT:
-                lines.append(f"  - #{m.seq} agent note: {_one_line(_message_text(m), limit // 2)}")
+                lines.append(f"  #{m.seq} app note: {_one_line(_message_text(m), limit // 2)}")
             for call in m.tool_calls:
                 result = results.get((m.seq, call["id"]))
                 if result is None:
                     outcome = "no result"
                 else:
                     text = _message_text(result)
-                    label = "error" if ERROR_HINT.search(text[:400]) else "ok"
-                    outcome = f"{label}: {_one_line(text, limit // 3)}"
-                lines.append(
-                    f"  - #{m.seq} called {call['name']}({_one_line(call['arguments'], limit // 3)}) → {outcome}"
-                )
+                    failed = result_failed(text)
+                    outcome = "error" if failed else "ok"
+                    snippet = result_limit if not failed else max(result_limit, 60)
+                    if snippet:
+                        outcome += f": {_one_line(text, snippet)}"
+                lines.append(f"  #{m.seq} {call['name']}({_arguments(call['arguments'], limit // 2)}) → {outcome}")
         answers = [m for m in turn if m.role == Role.ASSISTANT and m.text.strip()]
         if answers:
             last = answers[-1]
-            lines.append(f"  - #{last.seq} assistant concluded: {_one_line(last.text, limit)}")
+            lines.append(f"  #{last.seq} assistant concluded: {_one_line(last.text, limit)}")
     return lines
+
+
+SHRINK_STEPS = ((400, 120), (300, 80), (200, 0), (120, 0), (80, 0), (50, 0))
 
 
 def extractive(previous_summary: str, messages: list[Message], budget: int) -> str:
     """A deterministic digest, not an LLM: who asked what, which tools ran with what outcome, and what
-    the assistant concluded, shortened until it fits `budget` tokens."""
-    for limit in (400, 240, 160, 100, 60, 40):
-        head = [_one_line(previous_summary, limit * 4)] if previous_summary else []
-        body = _digest_lines(messages, limit)
-        text = "\n".join(head + body)
+    the assistant concluded, shortened step by step until it fits `budget` tokens."""
+    previous = [line for line in (previous_summary or "").splitlines() if line.strip()]
+    text = ""
+    for limit, result_limit in SHRINK_STEPS:
+        head = [_indent(line) + _one_line(line, limit) for line in previous]
+        text = "\n".join(head + _digest_lines(messages, limit, result_limit))
         if count_text(text) <= budget:
             return text
-    # Still too long: keep the start and the end of the conversation and say what was left out.
-    head = [_one_line(previous_summary, 400)] if previous_summary else []
-    body = _digest_lines(messages, 40)
-    keep = len(body)
-    while True:
+    # Still too long: keep the start and the end, and say how much was left out in between.
+    lines = [_indent(line) + _one_line(line, 50) for line in previous] + _digest_lines(messages, 50, 0)
+    keep = len(lines)
+    while keep > 2:
         keep = max(keep * 3 // 4, 2)
         front = keep // 2
-        shown = body[:front] + [f"  … {len(body) - keep} lines omitted …"] + body[len(body) - (keep - front):]
-        text = "\n".join(head + shown)
-        if keep == 2 or count_text(text) <= budget:
-            return text
+        shown = lines[:front] + [f"… {len(lines) - keep} lines left out …"] + lines[len(lines) - (keep - front):]
+        text = "\n".join(shown)
+        if count_text(text) <= budget:
+            break
+    return text
 
 
 # --- openai --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from django.utils.dateparse import parse_datetime
 
 from .errors import DomainError, TooLarge
 from .models import Role
-from .tokens import count_message
+from .tokens import REPLY_PRIMING, count_message
 
 MESSAGE_FIELDS = {
     "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "attributes",
@@ -22,7 +22,7 @@ MESSAGE_FIELDS = {
 }
 ROLES = set(Role.values)
 MAX_ID_LENGTH = 200
-DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(;[\w=.+-]+)*(;base64)?,", re.IGNORECASE)
+DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[\w.+-]+)*)(;base64)?,", re.IGNORECASE)
 
 
 @dataclass
@@ -62,25 +62,25 @@ def fail(index: int | None, detail: str, code: str) -> DomainError:
     return DomainError(where + detail, code=code, **extra)
 
 
-def _check_str(value, index, name, *, max_length=None, allow_empty=True) -> str:
+def _check_str(value, index, name, *, max_length=None, allow_empty=True, code="invalid_field") -> str:
     if not isinstance(value, str):
-        raise fail(index, f"{name} must be a string", "invalid_field")
+        raise fail(index, f"{name} must be a string", code)
     if not allow_empty and not value:
-        raise fail(index, f"{name} must not be empty", "invalid_field")
+        raise fail(index, f"{name} must not be empty", code)
     if max_length is not None and len(value) > max_length:
-        raise fail(index, f"{name} is longer than {max_length} characters", "invalid_field")
-    check_text(value, index, name)
+        raise fail(index, f"{name} is longer than {max_length} characters", code)
+    check_text(value, index, name, code)
     return value
 
 
-def check_text(value: str, index, name):
+def check_text(value: str, index, name, code="invalid_field"):
     """Strings the databases can store: no NUL characters, no lone surrogates."""
     if "\x00" in value:
-        raise fail(index, f"{name} must not contain NUL characters", "invalid_field")
+        raise fail(index, f"{name} must not contain NUL characters", code)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise fail(index, f"{name} is not valid Unicode text", "invalid_field") from None
+        raise fail(index, f"{name} is not valid Unicode text", code) from None
 
 
 def check_json(value, index, name, depth: int = 0):
@@ -112,6 +112,7 @@ def _image_part(part: dict, index) -> dict:
     url = part.get("url")
     if not isinstance(url, str) or not url:
         raise fail(index, "an image part needs a url (http(s) or data: URL)", "invalid_content")
+    check_text(url, index, "image url", "invalid_content")
     if url.startswith(("http://", "https://")):
         if len(url) > 8192:
             raise fail(index, "image url is too long", "invalid_content")
@@ -119,6 +120,8 @@ def _image_part(part: dict, index) -> dict:
         match = DATA_URL_RE.match(url)
         if not match:
             raise fail(index, "image data: URL is malformed", "invalid_content")
+        if not (match.group(1) or "").lower().startswith("image/"):
+            raise fail(index, "an image data: URL must have an image/* media type", "invalid_content")
         payload = url[match.end():]
         size = len(payload) * 3 // 4 if match.group(3) else len(payload)
         if size > settings.CTXWEB_MAX_IMAGE_BYTES:
@@ -137,7 +140,7 @@ def _image_part(part: dict, index) -> dict:
     image = {"type": "image", "url": url}
     for key in ("media_type", "detail"):
         if part.get(key) is not None:
-            image[key] = _check_str(part[key], index, f"image {key}", max_length=100)
+            image[key] = _check_str(part[key], index, f"image {key}", max_length=100, code="invalid_content")
     if image.get("detail") not in (None, "low", "high", "auto"):
         raise fail(index, "image detail must be low, high or auto", "invalid_content")
     for key in ("width", "height"):
@@ -165,7 +168,7 @@ def normalise_content(content, index) -> str | list:
         if kind == "text":
             if set(part) - {"type", "text"}:
                 raise fail(index, "a text part has only type and text", "invalid_content")
-            parts.append({"type": "text", "text": _check_str(part.get("text"), index, "text part")})
+            parts.append({"type": "text", "text": _check_str(part.get("text"), index, "text part", code="invalid_content")})
         elif kind == "image":
             parts.append(_image_part(part, index))
         elif kind == "image_url":  # OpenAI's shape, accepted and stored as ours
@@ -186,7 +189,7 @@ def content_text(content) -> str:
     return "\n".join(part["text"] for part in content if part["type"] == "text")
 
 
-def _tool_call(call, index) -> dict:
+def tool_call(call, index) -> dict:
     if not isinstance(call, dict):
         raise fail(index, "each tool call must be an object", "invalid_tool_calls")
     if "function" in call:  # OpenAI's shape: {"id", "type": "function", "function": {"name", "arguments"}}
@@ -206,13 +209,15 @@ def _tool_call(call, index) -> dict:
         raise fail(index, "each tool call needs an id (1-200 characters)", "invalid_tool_calls")
     if not isinstance(name, str) or not name or len(name) > 200:
         raise fail(index, "each tool call needs a name (1-200 characters)", "invalid_tool_calls")
+    check_text(call_id, index, "tool call id", "invalid_tool_calls")
+    check_text(name, index, "tool call name", "invalid_tool_calls")
     if arguments is None:
         arguments = ""
     if isinstance(arguments, dict | list):
         arguments = json.dumps(arguments, ensure_ascii=False)
     if not isinstance(arguments, str):
         raise fail(index, "tool call arguments must be a string or a JSON object", "invalid_tool_calls")
-    _check_str(arguments, index, "tool call arguments")
+    _check_str(arguments, index, "tool call arguments", code="invalid_tool_calls")
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
@@ -262,7 +267,7 @@ def parse_message(data, index: int | None = None) -> NewMessage:
         raise fail(index, "tool_calls must be a list", "invalid_tool_calls")
     if tool_calls_in and role != Role.ASSISTANT:
         raise fail(index, "tool_calls are only allowed on assistant messages", "field_not_allowed")
-    tool_calls = [_tool_call(call, index) for call in tool_calls_in or ()]
+    tool_calls = [tool_call(call, index) for call in tool_calls_in or ()]
     ids = [call["id"] for call in tool_calls]
     if len(set(ids)) != len(ids):
         raise fail(index, "tool call ids must be unique within a message", "invalid_tool_calls")
@@ -323,3 +328,25 @@ def parse_message(data, index: int | None = None) -> NewMessage:
         reasoning_tokens=figures.reasoning,
         digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name),
     )
+
+
+def count_openai_messages(messages) -> tuple[int, list[int]]:
+    """Token count of an OpenAI-format message list (SPEC §5.8): the total with reply priming, and
+    each message's figure. Fields that do not reach the model's context are ignored."""
+    if not isinstance(messages, list) or not messages:
+        raise DomainError("messages must be a non-empty list", code="invalid_batch")
+    per_message = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise fail(index, "a message must be an object", "invalid_message")
+        role = "system" if message.get("role") == "developer" else message.get("role")
+        if role not in ROLES:
+            raise fail(index, f"role must be one of {', '.join(Role.values)} (or developer)", "invalid_role")
+        content = normalise_content(message.get("content"), index)
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise fail(index, "tool_calls must be a list", "invalid_tool_calls")
+        calls = [tool_call(call, index) for call in calls]
+        name = _check_str(message.get("name") or "", index, "name", max_length=200)
+        per_message.append(count_message(role, content, name, calls).total)
+    return REPLY_PRIMING + sum(per_message), per_message

@@ -3,6 +3,7 @@ from django.db import connection
 
 from sessions.append import append_messages
 from sessions.models import Project
+from tests.openai_stub import OpenAIStub
 
 
 @pytest.fixture(autouse=True)
@@ -41,3 +42,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres_only" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def openai_stub(settings):
+    """An OpenAI-compatible endpoint on 127.0.0.1 that the `openai` summarizer is pointed at."""
+    stub = OpenAIStub()
+    stub.start()
+    settings.CTXWEB_OPENAI_BASE_URL = stub.base_url
+    settings.CTXWEB_OPENAI_API_KEY = "sk-test"
+    settings.CTXWEB_OPENAI_MODEL = "stub-model"
+    settings.CTXWEB_OPENAI_TIMEOUT = 5.0
+    yield stub
+    stub.stop()

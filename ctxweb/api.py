@@ -1,0 +1,90 @@
+"""The one NinjaAPI of the project, mounted at /api/v1/, and its error handling: every error is
+JSON {"detail", "code"} with the right status, and nothing a client sends turns into a 500."""
+
+import logging
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+
+from sessions.api import router as sessions_router
+from sessions.api_keys import AuthError, authenticate
+from sessions.errors import DomainError
+
+logger = logging.getLogger("ctxweb.api")
+
+
+class ApiKeyAuth(HttpBearer):
+    def __call__(self, request):
+        header = request.headers.get("Authorization")
+        if not header:
+            raise AuthError("Send your API key as 'Authorization: Bearer <key>'.", code="missing_api_key")
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise AuthError("The Authorization header must be 'Bearer <key>'.", code="malformed_authorization")
+        return self.authenticate(request, secret.strip())
+
+    def authenticate(self, request, token):
+        return authenticate(token)
+
+
+api = NinjaAPI(
+    title="ctxweb API",
+    version="1",
+    description="What did the model actually see? Append messages, fetch the model input, compact, read events.",
+    auth=ApiKeyAuth(),
+    urls_namespace="api",
+)
+api.add_router("/", sessions_router)
+
+
+def error(request, status: int, detail: str, code: str, **extra):
+    return api.create_response(request, {"detail": detail, "code": code, **extra}, status=status)
+
+
+@api.exception_handler(DomainError)
+def on_domain_error(request, exc: DomainError):
+    return api.create_response(request, exc.as_dict(), status=exc.status)
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request, exc: ValidationError):
+    errors = []
+    for e in exc.errors:
+        loc = [str(part) for part in e.get("loc", ())]
+        while loc[:1] == ["body"] and len(loc) > 1:
+            loc = loc[1:]
+        errors.append({"loc": loc, "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))})
+    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
+    where = ".".join(first["loc"])
+    return error(request, 422, f"Invalid request: {where}: {first['msg']}", "invalid_request", errors=errors)
+
+
+@api.exception_handler(AuthenticationError)
+def on_authentication_error(request, exc):
+    return error(request, 401, "Send your API key as 'Authorization: Bearer <key>'.", "missing_api_key")
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request, exc: HttpError):
+    code = "invalid_json" if exc.status_code == 400 else "http_error"
+    detail = "The request body is not valid JSON." if exc.status_code == 400 else str(exc)
+    return error(request, exc.status_code, detail, code)
+
+
+@api.exception_handler(Http404)
+def on_not_found(request, exc):
+    return error(request, 404, "Not found.", "not_found")
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_too_big(request, exc):
+    return error(request, 413, "The request body is too large.", "request_too_large")
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request, exc):
+    logger.exception("unhandled error in %s %s", request.method, request.path)
+    return error(request, 500, "Internal error; it was logged.", "internal_error")

@@ -1,0 +1,113 @@
+"""Who may see and do what, in one place: one helper per object type, used by every view, fragment,
+download and action. Another project's session is a 404 (its existence is not confirmed); a visible
+object the role may not change is a 403."""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from .models import ApiKey, Checkpoint, Membership, Project, Session
+
+Role = Membership.Role
+RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.ADMIN: 3}
+
+# The least role each action needs.
+ACTIONS = {
+    "view": Role.VIEWER,
+    "annotate": Role.VIEWER,
+    "export": Role.VIEWER,
+    "compact": Role.EDITOR,
+    "edit_messages": Role.EDITOR,
+    "import": Role.EDITOR,
+    "manage_keys": Role.ADMIN,
+    "manage_members": Role.ADMIN,
+}
+
+
+def roles_of(user) -> dict[int, str]:
+    """project id -> role, cached on the user object for the request."""
+    if not user.is_authenticated:
+        return {}
+    cached = getattr(user, "_ctxweb_roles", None)
+    if cached is None:
+        if user.is_superuser:
+            cached = {pk: Role.ADMIN for pk in Project.objects.values_list("pk", flat=True)}
+        else:
+            cached = dict(Membership.objects.filter(user=user).values_list("project_id", "role"))
+        user._ctxweb_roles = cached
+    return cached
+
+
+def role_in(user, project: Project) -> str | None:
+    return roles_of(user).get(project.pk)
+
+
+def can(user, project: Project, action: str = "view") -> bool:
+    role = role_in(user, project)
+    return role is not None and RANK[role] >= RANK[ACTIONS[action]]
+
+
+def permissions(user, project: Project) -> dict[str, bool]:
+    """Every action's answer for templates: {{ perms.compact }} and so on."""
+    return {action: can(user, project, action) for action in ACTIONS}
+
+
+def projects_for(user):
+    return Project.objects.filter(pk__in=list(roles_of(user))).order_by("name")
+
+
+def sessions_for(user):
+    return Session.objects.filter(project_id__in=list(roles_of(user)))
+
+
+def _require(user, project: Project, action: str) -> None:
+    if role_in(user, project) is None:
+        raise Http404("No such project.")
+    if not can(user, project, action):
+        raise PermissionDenied(f"Your role in {project.name} does not allow this.")
+
+
+def get_project_for(user, name: str, action: str = "view") -> Project:
+    try:
+        project = Project.objects.get(name=name)
+    except Project.DoesNotExist:
+        raise Http404("No such project.") from None
+    _require(user, project, action)
+    return project
+
+
+def get_session_for(user, project_name: str, key: str, action: str = "view") -> Session:
+    try:
+        session = Session.objects.select_related("project").get(project__name=project_name, key=key)
+    except Session.DoesNotExist:
+        raise Http404("No such session.") from None
+    _require(user, session.project, action)
+    return session
+
+
+def get_checkpoint_for(user, session: Session, checkpoint_id: int) -> Checkpoint:
+    try:
+        return session.checkpoints.get(pk=checkpoint_id)
+    except Checkpoint.DoesNotExist:
+        raise Http404("No such checkpoint.") from None
+
+
+def get_api_key_for(user, key_id: int, action: str = "manage_keys") -> ApiKey:
+    try:
+        key = ApiKey.objects.select_related("project").get(pk=key_id)
+    except ApiKey.DoesNotExist:
+        raise Http404("No such API key.") from None
+    _require(user, key.project, action)
+    return key
+
+
+def manages_keys(user) -> bool:
+    return any(RANK[role] >= RANK[Role.ADMIN] for role in roles_of(user).values())
+
+
+def get_note_for(user, session: Session, note_id: int):
+    from .models import Note
+
+    try:
+        return session.notes.select_related("session__project", "author").get(pk=note_id)
+    except Note.DoesNotExist:
+        raise Http404("No such note.") from None

@@ -1,0 +1,335 @@
+"""HTTP API v1 (SPEC §5): a thin layer over the domain modules."""
+
+import base64
+import binascii
+import json
+from datetime import datetime
+
+from django.db.models import Q
+from django.http import HttpResponse, StreamingHttpResponse
+from ninja import Query, Router
+
+from . import schemas as s
+from .append import append_messages
+from .compaction import compact, compact_if_needed
+from .errors import DomainError, NotFound
+from .exports import export_json, export_jsonl, export_markdown
+from .formats import render
+from .messages import update_message
+from .model_input import build_model_input
+from .models import Event, Session
+from .requests import build_request
+from .store import check_key, get_session, update_session
+from .validation import count_openai_messages
+
+router = Router(tags=["sessions"])
+
+ERRORS = {400: s.ErrorOut, 401: s.ErrorOut, 404: s.ErrorOut, 413: s.ErrorOut, 422: s.ErrorOut}
+WRITE_ERRORS = {**ERRORS, 409: s.ErrorOut}
+
+
+def actor(request) -> str:
+    return f"api:{request.auth.name}"
+
+
+def project(request):
+    return request.auth.project
+
+
+# --- conversions ---------------------------------------------------------------------------------
+
+
+def session_out(session: Session) -> dict:
+    compaction = session.compaction_settings()
+    return {
+        "key": session.key,
+        "title": session.title,
+        "metadata": session.metadata,
+        "instructions": session.instructions,
+        "instructions_tokens": session.instructions_tokens,
+        "compaction": {
+            "max_tokens": compaction.max_tokens,
+            "keep_recent_tokens": compaction.keep_recent_tokens,
+            "auto": compaction.auto,
+            "summarizer": compaction.summarizer,
+        },
+        "message_count": session.message_count,
+        "raw_tokens": session.raw_tokens,
+        "model_input_tokens": session.input_tokens,
+        "checkpoint_count": session.checkpoint_count,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "last_activity_at": session.last_activity_at,
+    }
+
+
+def checkpoint_out(checkpoint) -> dict | None:
+    if checkpoint is None:
+        return None
+    return {
+        "id": checkpoint.pk,
+        "previous_id": checkpoint.previous_id,
+        "first_seq": checkpoint.first_seq,
+        "last_seq": checkpoint.last_seq,
+        "created_at_seq": checkpoint.created_at_seq,
+        "summary": checkpoint.summary,
+        "summary_tokens": checkpoint.summary_tokens,
+        "replaced_tokens": checkpoint.replaced_tokens,
+        "tokens_before": checkpoint.tokens_before,
+        "tokens_after": checkpoint.tokens_after,
+        "summarizer": checkpoint.summarizer,
+        "trigger": checkpoint.trigger,
+        "created_at": checkpoint.created_at,
+    }
+
+
+def event_out(event: Event) -> dict:
+    return {"id": event.pk, "type": event.type, "actor": event.actor, "data": event.data, "created_at": event.created_at}
+
+
+def compaction_out(outcome) -> dict | None:
+    if outcome is None or not outcome.ran:
+        return None
+    figures = outcome.figures()
+    return {
+        **{k: v for k, v in figures.items() if k not in ("checkpoint_id", "covered_seq_range")},
+        "summary_tokens": outcome.summary_tokens,
+        "checkpoint": checkpoint_out(outcome.checkpoint),
+        "events": [event_out(e) for e in outcome.events],
+    }
+
+
+def appended_out(messages) -> list[dict]:
+    return [
+        {"index": m.index, "seq": m.seq, "id": m.client_id, "tokens": m.tokens, "stored": m.stored, "duplicate": m.duplicate}
+        for m in messages
+    ]
+
+
+def message_out(m) -> dict:
+    return {
+        "seq": m.seq,
+        "id": m.client_id,
+        "role": m.role,
+        "content": m.content,
+        "reasoning": m.reasoning,
+        "tool_calls": m.tool_calls,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+        "attributes": m.attributes,
+        "include_in_messages": m.include_in_messages,
+        "created_at": m.created_at,
+        "tokens": m.tokens,
+        "reasoning_tokens": m.reasoning_tokens,
+    }
+
+
+def model_input_out(model_input, fmt: str) -> dict:
+    rendered = render(model_input, fmt)
+    totals = {"instructions": 0, "summary": 0, "messages": 0, "request": 0}
+    for entry in model_input.entries:
+        totals["messages" if entry.kind == "message" else entry.kind] += entry.tokens
+    return {
+        "format": fmt,
+        "session": model_input.session.key,
+        "as_of": model_input.as_of,
+        "checkpoint": checkpoint_out(model_input.checkpoint),
+        "tokens": {"total": model_input.tokens, **totals},
+        "system": rendered.get("system") if fmt == "anthropic" else None,
+        "messages": rendered["messages"] if fmt == "anthropic" else rendered,
+        "omitted": [o.as_dict() for o in model_input.omitted],
+    }
+
+
+def dump_messages(messages: list[s.MessageIn]) -> list[dict]:
+    return [m.model_dump(mode="json", exclude_unset=True) for m in messages]
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+
+@router.put("/sessions/{key}", response={200: s.SessionOut, 201: s.SessionOut, **WRITE_ERRORS},
+            summary="Create or update a session")
+def put_session(request, key: str, body: s.SessionIn):
+    data = body.model_dump(exclude_unset=True)
+    session, created = update_session(project(request), key, data, actor(request))
+    return (201 if created else 200), session_out(session)
+
+
+@router.get("/sessions/{key}", response={200: s.SessionOut, **ERRORS}, summary="One session with its counts")
+def get_one_session(request, key: str):
+    return 200, session_out(get_session(project(request), key))
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        stamp, pk = base64.urlsafe_b64decode(cursor.encode() + b"==").decode().split("|")
+        return datetime.fromisoformat(stamp), int(pk)
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise DomainError("cursor is not valid; use next_cursor from the previous page", code="invalid_cursor") from None
+
+
+def _encode_cursor(session: Session) -> str:
+    return base64.urlsafe_b64encode(f"{session.last_activity_at.isoformat()}|{session.pk}".encode()).decode().rstrip("=")
+
+
+@router.get("/sessions", response={200: s.SessionListOut, **ERRORS}, summary="List sessions, most recently active first")
+def list_sessions(
+    request,
+    q: str = Query("", max_length=200, description="search in key and title"),
+    limit: int = Query(50, ge=1, le=200),
+    cursor: str = Query("", max_length=200),
+):
+    qs = Session.objects.filter(project=project(request)).select_related("project")
+    if q:
+        qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q))
+    if cursor:
+        stamp, pk = _decode_cursor(cursor)
+        qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))
+    page = list(qs.order_by("-last_activity_at", "-pk")[: limit + 1])
+    next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
+    return 200, {"items": [session_out(x) for x in page[:limit]], "next_cursor": next_cursor}
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+@router.post("/sessions/{key}/messages", response={200: s.AppendOut, **WRITE_ERRORS},
+              summary="Append a batch of messages (all or nothing)")
+def append(request, key: str, body: s.AppendIn):
+    check_key(key)
+    result = append_messages(project(request), key, dump_messages(body.messages), actor(request))
+    outcome = compact_if_needed(result.session, actor(request)) if result.stored_count else None
+    return 200, {
+        "session": result.session.key,
+        "session_created": result.session_created,
+        "messages": appended_out(result.messages),
+        "compaction": compaction_out(outcome),
+    }
+
+
+@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order")
+def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), limit: int = Query(100, ge=1, le=500)):
+    session = get_session(project(request), key)
+    page = list(session.messages.filter(seq__gt=after).order_by("seq")[:limit])
+    next_after = page[-1].seq if len(page) == limit and page[-1].seq < session.message_count else None
+    return 200, {"items": [message_out(m) for m in page], "next_after": next_after}
+
+
+@router.patch("/sessions/{key}/messages/{seq}", response={200: s.MessageOut, **ERRORS},
+              summary="Change include_in_messages and/or attributes of a stored message")
+def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
+    message = update_message(project(request), key, seq, body.model_dump(exclude_unset=True), actor(request))
+    return 200, message_out(message)
+
+
+# --- model input, compaction, tokens, requests ---------------------------------------------------
+
+
+@router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, **ERRORS},
+            summary="The model input: latest checkpoint plus the messages after it")
+def model_input(
+    request, key: str, format: s.FormatName = "ctxweb", as_of: int | None = Query(None, ge=0, le=2_000_000_000)
+):
+    session = get_session(project(request), key)
+    return 200, model_input_out(build_model_input(session, as_of=as_of), format)
+
+
+@router.post("/sessions/{key}/compact", response={200: s.CompactionOut, **ERRORS}, summary="Request compaction")
+def request_compaction(request, key: str, body: s.CompactIn):
+    session = get_session(project(request), key)
+    outcome = compact(
+        session,
+        force=body.force,
+        max_tokens=body.max_tokens,
+        keep_recent_tokens=body.keep_recent_tokens,
+        summary=body.summary,
+        summarizer=body.summarizer,
+        actor=actor(request),
+    )
+    return 200, compaction_out(outcome)
+
+
+@router.post("/tokens", response={200: s.TokensOut, **ERRORS}, summary="Count tokens of an OpenAI-format message list")
+def count_tokens(request, body: s.TokensIn):
+    total, per_message = count_openai_messages(body.messages)
+    return 200, {"total": total, "messages": per_message}
+
+
+@router.post("/sessions/{key}/requests", response={200: s.RequestOut, **WRITE_ERRORS},
+             summary="Build the next request: store messages, compact if needed, return the model input")
+def build_next_request(request, key: str, body: s.RequestIn):
+    check_key(key)
+    built = build_request(
+        project(request), key, instructions=body.instructions, messages=dump_messages(body.messages),
+        fmt=body.format, actor=actor(request),
+    )
+    return 200, {
+        "model_input": model_input_out(built.model_input, body.format),
+        "stored": appended_out(built.appended.messages) if built.appended else [],
+        "compaction": compaction_out(built.compaction),
+        "event_id": built.event.pk,
+    }
+
+
+# --- checkpoints, events, export -----------------------------------------------------------------
+
+
+@router.get("/sessions/{key}/checkpoints", response={200: s.CheckpointListOut, **ERRORS}, summary="Checkpoints, newest first")
+def list_checkpoints(request, key: str):
+    session = get_session(project(request), key)
+    return 200, {"items": [checkpoint_out(c) for c in session.checkpoints.order_by("-last_seq")]}
+
+
+@router.get("/sessions/{key}/events", response={200: s.EventListOut, **ERRORS},
+            summary="Events in order; type filters by exact type, or by prefix when it ends with _")
+def list_events(
+    request,
+    key: str,
+    type: str = Query("", max_length=40, description="e.g. COMPACTION_COMPLETED, or COMPACTION_ for every compaction event"),
+    after: int = Query(0, ge=0, le=9_000_000_000_000_000_000),
+    limit: int = Query(200, ge=1, le=1000),
+):
+    session = get_session(project(request), key)
+    qs = session.events.filter(pk__gt=after)
+    if type:
+        qs = qs.filter(type__startswith=type) if type.endswith("_") else qs.filter(type=type)
+    page = list(qs.order_by("pk")[:limit])
+    return 200, {"items": [event_out(e) for e in page], "next_after": page[-1].pk if len(page) == limit else None}
+
+
+EXPORT_RESPONSES = {
+    200: {
+        "description": "The session: json (lossless, re-importable), jsonl, or markdown",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "text/markdown": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+@router.get("/sessions/{key}/export", response={**ERRORS}, openapi_extra={"responses": EXPORT_RESPONSES},
+            summary="Export one session")
+def export(request, key: str, format: str = Query("json", pattern="^(json|jsonl|markdown)$")):
+    session = get_session(project(request), key)
+    return export_response(session, format)
+
+
+def export_response(session: Session, fmt: str):
+    """The download of one export; shared by the API and the dashboard."""
+    name = session.key.replace(":", "_").replace("@", "_")
+    if fmt == "jsonl":
+        response = StreamingHttpResponse(export_jsonl(session), content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="{name}.jsonl"'
+    elif fmt == "markdown":
+        response = StreamingHttpResponse(export_markdown(session), content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
+    elif fmt == "json":
+        response = HttpResponse(json.dumps(export_json(session), ensure_ascii=False), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+    else:
+        raise NotFound("Unknown export format.", code="unknown_format")
+    return response
+

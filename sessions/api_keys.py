@@ -1,0 +1,58 @@
+"""API keys: created with a secret shown once, stored as a hash, revocable (SPEC §5)."""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.utils import timezone
+
+from .errors import DomainError
+from .models import ApiKey, Project
+
+SECRET_PREFIX = "ctx_"
+PREFIX_LENGTH = 12
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class AuthError(DomainError):
+    status = 401
+    code = "invalid_api_key"
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def create_api_key(project: Project, name: str, user=None) -> tuple[ApiKey, str]:
+    """A new key and its secret. The secret is returned here once and never stored."""
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise DomainError("An API key needs a name of 1-100 characters.", code="invalid_field")
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(
+        project=project, name=name, prefix=secret[:PREFIX_LENGTH], secret_hash=hash_secret(secret), created_by=user
+    )
+    return key, secret
+
+
+def authenticate(secret: str) -> ApiKey:
+    if not secret or len(secret) > 200:
+        raise AuthError("The API key is not valid.", code="invalid_api_key")
+    try:
+        key = ApiKey.objects.select_related("project").get(secret_hash=hash_secret(secret))
+    except ApiKey.DoesNotExist:
+        raise AuthError("The API key is not valid.", code="invalid_api_key") from None
+    if key.revoked_at is not None:
+        raise AuthError("This API key was revoked.", code="revoked_api_key")
+    now = timezone.now()
+    # Written at most once a minute per key, so reads stay reads.
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+def revoke(key: ApiKey) -> None:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])

@@ -1,0 +1,154 @@
+"""Exports of one session (SPEC §5.11): lossless JSON (its messages can be appended as they are to
+re-create the raw log), JSON Lines, and a readable Markdown transcript."""
+
+import json
+from collections.abc import Iterator
+
+from .models import Checkpoint, Message, Session
+
+EXPORT_FORMAT = "ctxweb-session"
+EXPORT_VERSION = 1
+BATCH = 1000
+
+
+def message_record(message: Message) -> dict:
+    """A stored message in the shape the append endpoint takes, so it re-imports unchanged."""
+    record = {"id": message.client_id, "role": message.role, "content": message.content}
+    if message.reasoning:
+        record["reasoning"] = message.reasoning
+    if message.tool_calls:
+        record["tool_calls"] = message.tool_calls
+    if message.tool_call_id:
+        record["tool_call_id"] = message.tool_call_id
+    if message.name:
+        record["name"] = message.name
+    if message.attributes:
+        record["attributes"] = message.attributes
+    if not message.include_in_messages:
+        record["include_in_messages"] = False
+    record["created_at"] = message.created_at.isoformat()
+    return record
+
+
+def checkpoint_record(checkpoint: Checkpoint) -> dict:
+    return {
+        "first_seq": checkpoint.first_seq,
+        "last_seq": checkpoint.last_seq,
+        "created_at_seq": checkpoint.created_at_seq,
+        "summary": checkpoint.summary,
+        "summarizer": checkpoint.summarizer,
+        "trigger": checkpoint.trigger,
+        "created_at": checkpoint.created_at.isoformat(),
+    }
+
+
+def session_record(session: Session) -> dict:
+    compaction = {
+        "max_tokens": session.max_tokens,
+        "keep_recent_tokens": session.keep_recent_tokens,
+        "auto": session.auto_compact,
+        "summarizer": session.summarizer or None,
+    }
+    return {
+        "key": session.key,
+        "title": session.title,
+        "metadata": session.metadata,
+        "instructions": session.instructions,
+        "compaction": {k: v for k, v in compaction.items() if v is not None},
+        "created_at": session.created_at.isoformat(),
+    }
+
+
+def iter_messages(session: Session) -> Iterator[Message]:
+    """Every stored message in seq order, read in keyset pages so memory stays flat."""
+    after = 0
+    while True:
+        page = list(session.messages.filter(seq__gt=after).order_by("seq")[:BATCH])
+        yield from page
+        if len(page) < BATCH:
+            return
+        after = page[-1].seq
+
+
+def checkpoints(session: Session) -> list[Checkpoint]:
+    return list(session.checkpoints.order_by("last_seq"))
+
+
+def export_json(session: Session) -> dict:
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "session": session_record(session),
+        "messages": [message_record(m) for m in iter_messages(session)],
+        "checkpoints": [checkpoint_record(c) for c in checkpoints(session)],
+    }
+
+
+def export_jsonl(session: Session) -> Iterator[str]:
+    def line(kind, data):
+        return json.dumps({"type": kind, **data}, ensure_ascii=False) + "\n"
+
+    yield line("session", {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, **session_record(session)})
+    for message in iter_messages(session):
+        yield line("message", {"seq": message.seq, **message_record(message)})
+    for checkpoint in checkpoints(session):
+        yield line("checkpoint", checkpoint_record(checkpoint))
+
+
+def _fence(text: str, lang: str = "") -> str:
+    longest = max((len(run) for run in text.split("\n") if set(run) == {"`"}), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def _markdown_content(content) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if part["type"] == "text":
+            parts.append(part["text"])
+        else:
+            url = part["url"]
+            size = f", {part['width']}×{part['height']}" if part.get("width") and part.get("height") else ""
+            if url.startswith("data:"):
+                parts.append(f"[image: {part.get('media_type') or 'inline data'}{size}]")
+            else:
+                parts.append(f"![image{size}]({url})")
+    return "\n\n".join(parts)
+
+
+def export_markdown(session: Session) -> Iterator[str]:
+    title = session.title or session.key
+    yield f"# {title}\n\nSession `{session.key}` · {session.message_count} messages · {session.raw_tokens} tokens in the raw log\n\n"
+    if session.instructions:
+        yield f"**Instructions (current):**\n\n{_fence(session.instructions)}\n\n"
+    ends = {c.last_seq: c for c in checkpoints(session)}
+    for m in iter_messages(session):
+        flags = []
+        if not m.include_in_messages:
+            flags.append("hidden from the model")
+        if m.role == "tool":
+            flags.append(f"result of `{m.tool_call_id}`")
+        head = f"### #{m.seq} · {m.role}" + (f" · {m.name}" if m.name else "") + (f" ({'; '.join(flags)})" if flags else "")
+        yield f"{head}\n\n_{m.created_at:%Y-%m-%d %H:%M:%S} UTC · {m.tokens} tokens_\n\n"
+        if m.reasoning:
+            yield "<details><summary>Reasoning</summary>\n\n" + _fence(m.reasoning) + "\n\n</details>\n\n"
+        body = _markdown_content(m.content)
+        if body.strip():
+            yield (_fence(body) if m.role == "tool" else body) + "\n\n"
+        for call in m.tool_calls:
+            yield f"**Tool call** `{call['name']}` (`{call['id']}`)\n\n{_fence(_pretty(call['arguments']), 'json')}\n\n"
+        if m.seq in ends:
+            c = ends[m.seq]
+            yield (
+                f"---\n\n**Checkpoint {c.pk}** covers messages #1–#{c.last_seq} "
+                f"({c.summarizer}, {c.summary_tokens} tokens):\n\n{_fence(c.summary)}\n\n---\n\n"
+            )
+
+
+def _pretty(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        return arguments

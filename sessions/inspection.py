@@ -1,0 +1,308 @@
+"""What the session page shows, computed without HTTP: a window of the raw log with each message's
+explanation, coverage and tool links; a window of the model input; the size of the model input
+across the conversation. Every piece reads a bounded number of rows with a fixed number of queries,
+so a 100,000-message session opens as fast as a small one."""
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import F, Window
+from django.db.models.functions import Mod, RowNumber
+
+from .explain import Explanation, covering_checkpoint, explain_messages
+from .model_input import Layout, Reason, layout_model_input, summary_message_text
+from .models import Checkpoint, Event, EventType, Message, Note, Role, Session
+from .tokens import REPLY_PRIMING
+
+RAW_WINDOW = 60
+INPUT_WINDOW = 60
+CHART_POINTS = 400
+PALETTE = 6  # checkpoint colours cycle through this many CSS classes
+
+
+@dataclass
+class ToolCallView:
+    id: str
+    name: str
+    arguments: str  # pretty-printed when it is JSON
+    result_seq: int | None
+    dropped: bool = False
+
+
+@dataclass
+class RawItem:
+    message: Message
+    explanation: Explanation
+    checkpoint: Checkpoint | None  # the checkpoint that first covered it
+    tool_calls: list[ToolCallView] = field(default_factory=list)
+    colour: int | None = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def seq(self) -> int:
+        return self.message.seq
+
+    @property
+    def code(self) -> str:
+        return self.explanation.code
+
+    @property
+    def in_input(self) -> bool:
+        return self.explanation.code == Reason.IN_INPUT
+
+
+@dataclass
+class RawWindow:
+    items: list[RawItem]
+    first_seq: int | None
+    last_seq: int | None
+    has_earlier: bool
+    has_later: bool
+
+
+@dataclass
+class InputItem:
+    kind: str  # instructions | summary | message
+    role: str
+    tokens: int
+    position: int
+    message: Message | None = None
+    text: str = ""
+    checkpoint: Checkpoint | None = None
+    tool_calls: list[ToolCallView] = field(default_factory=list)
+    dropped_calls: list[str] = field(default_factory=list)
+
+    @property
+    def provider_role(self) -> str:
+        return "user" if self.role == Role.AGENT else self.role
+
+
+@dataclass
+class InputWindow:
+    items: list[InputItem]
+    earlier: int  # stored messages of the input not shown (before the window)
+    first_position: int | None
+
+
+def pretty_arguments(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        return arguments
+
+
+def checkpoints_of(session: Session) -> list[Checkpoint]:
+    return list(session.checkpoints.order_by("last_seq"))
+
+
+def checkpoint_colour(checkpoint: Checkpoint | None, checkpoints: list[Checkpoint]) -> int | None:
+    if checkpoint is None:
+        return None
+    for i, c in enumerate(checkpoints):
+        if c.pk == checkpoint.pk:
+            return i % PALETTE
+    return None
+
+
+def _tool_results(session: Session, messages: list[Message]) -> dict[tuple[int, str], int]:
+    """(assistant seq, call id) -> seq of the stored result, for the calls in `messages`."""
+    seqs = [m.seq for m in messages if m.call_ids]
+    if not seqs:
+        return {}
+    rows = (
+        Message.objects.filter(session=session, role=Role.TOOL, call_seq__in=seqs)
+        .order_by("seq")
+        .values_list("call_seq", "tool_call_id", "seq")
+    )
+    results = {}
+    for call_seq, call_id, seq in rows:
+        results.setdefault((call_seq, call_id), seq)
+    return results
+
+
+def _calls(message: Message, results, dropped=()) -> list[ToolCallView]:
+    return [
+        ToolCallView(c["id"], c["name"], pretty_arguments(c["arguments"]), results.get((message.seq, c["id"])), c["id"] in dropped)
+        for c in message.tool_calls
+    ]
+
+
+def raw_window(
+    session: Session,
+    layout: Layout,
+    checkpoints: list[Checkpoint],
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    around: int | None = None,
+    limit: int = RAW_WINDOW,
+) -> RawWindow:
+    """A window of the raw log: the newest messages, or those after/before a seq, or around one."""
+    qs = session.messages.all()
+    if around is not None:
+        start = max(1, around - limit // 2)
+        messages = list(qs.filter(seq__gte=start).order_by("seq")[:limit])
+    elif after is not None:
+        messages = list(qs.filter(seq__gt=after).order_by("seq")[:limit])
+    elif before is not None:
+        messages = list(qs.filter(seq__lt=before).order_by("-seq")[:limit])[::-1]
+    else:
+        messages = list(qs.order_by("-seq")[:limit])[::-1]
+    explanations = explain_messages(messages, layout, checkpoints)
+    results = _tool_results(session, messages)
+    notes = defaultdict(list)
+    if messages:
+        for note in Note.objects.filter(session=session, seq__gte=messages[0].seq, seq__lte=messages[-1].seq).select_related("author"):
+            notes[note.seq].append(note)
+    chain = [c for c in checkpoints if layout.checkpoint and c.last_seq <= layout.checkpoint.last_seq]
+    items = []
+    for m in messages:
+        explanation = explanations[m.seq]
+        covering = covering_checkpoint(chain, m.seq) if explanation.code == Reason.COVERED else None
+        items.append(
+            RawItem(m, explanation, covering, _calls(m, results, explanation.dropped_calls),
+                    checkpoint_colour(covering, checkpoints), notes.get(m.seq, []))
+        )
+    first = messages[0].seq if messages else None
+    last = messages[-1].seq if messages else None
+    return RawWindow(
+        items,
+        first,
+        last,
+        has_earlier=bool(first and first > 1),
+        has_later=bool(last and last < session.message_count),
+    )
+
+
+def input_window(session: Session, layout: Layout, checkpoints: list[Checkpoint], *, before: int | None = None,
+                 limit: int = INPUT_WINDOW) -> InputWindow:
+    """The newest `limit` entries of the model input (or those before a position), with the
+    instructions and the summary at the top of the first window."""
+    positions = layout.positions()
+    kept = sorted(positions, key=positions.get)
+    if before is not None:
+        kept = [seq for seq in kept if positions[seq] < before]
+    shown = kept[-limit:]
+    earlier = len(kept) - len(shown)
+    messages = {m.seq: m for m in session.messages.filter(seq__in=shown)} if shown else {}
+    results = _tool_results(session, list(messages.values()))
+    items: list[InputItem] = []
+    if before is None or earlier == 0:
+        position = 0
+        if session.instructions_tokens:
+            position += 1
+            items.append(InputItem("instructions", Role.SYSTEM, session.instructions_tokens, position, text=session.instructions))
+        if layout.checkpoint:
+            position += 1
+            items.append(InputItem(
+                "summary", Role.USER, layout.checkpoint.summary_tokens, position,
+                text=summary_message_text(layout.checkpoint.summary, layout.checkpoint.last_seq),
+                checkpoint=layout.checkpoint,
+            ))
+    for seq in shown:
+        m = messages[seq]
+        dropped = layout.dropped.get(seq, [])
+        calls = [c for c in _calls(m, results) if c.id not in dropped]
+        items.append(InputItem("message", m.role, layout.kept_tokens[seq], positions[seq], message=m,
+                               tool_calls=calls, dropped_calls=dropped))
+    first_position = positions[shown[0]] if shown else None
+    return InputWindow(items, earlier if before is None or earlier else 0, first_position)
+
+
+def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
+    """Model-input size across the conversation, from the figures events recorded when they happened:
+    one point per append (sampled down to about `limit`), and a drop at every completed compaction."""
+    appends = Event.objects.filter(session=session, type__in=[EventType.MESSAGES_APPENDED, EventType.MESSAGE_UPDATED])
+    total = appends.count()
+    step = max(1, total // limit)
+    if step > 1:
+        sampled = (
+            appends.annotate(n=Window(RowNumber(), order_by=F("pk").asc()))
+            .annotate(r=Mod("n", step))
+            .filter(r=0)
+            .values_list("pk", flat=True)
+        )
+        newest = appends.order_by("-pk").values_list("pk", flat=True)[:1]
+        appends = Event.objects.filter(pk__in=[*sampled, *newest])
+    points = []
+    for event in appends.order_by("pk").only("type", "data"):
+        data = event.data
+        seq = data.get("last_seq", data.get("at_seq"))
+        if seq is not None and "input_tokens" in data:
+            points.append({"seq": seq, "tokens": data["input_tokens"], "id": event.pk, "kind": "append"})
+    for event in Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED).only("data"):
+        data = event.data
+        seq = data.get("at_seq")
+        if seq is None:
+            continue
+        points.append({"seq": seq, "tokens": data.get("tokens_before", 0), "id": event.pk - 0.5, "kind": "before"})
+        points.append({"seq": seq, "tokens": data.get("tokens_after", 0), "id": event.pk, "kind": "drop",
+                       "checkpoint": data.get("checkpoint_id")})
+    points.sort(key=lambda p: (p["seq"], p["id"]))
+    if points:
+        points.insert(0, {"seq": 0, "tokens": REPLY_PRIMING + session.instructions_tokens, "id": 0, "kind": "start"})
+    return points
+
+
+def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> dict:
+    """Coordinates for the server-rendered SVG chart."""
+    points = size_series(session)
+    compaction = session.compaction_settings()
+    max_seq = max([session.message_count, 1] + [p["seq"] for p in points])
+    top = max([compaction.max_tokens, 1] + [p["tokens"] for p in points]) * 1.1
+    pad_left, pad_bottom = 48, 20
+
+    def x(seq):
+        return round(pad_left + (width - pad_left - 8) * seq / max_seq, 1)
+
+    def y(tokens):
+        return round(8 + (height - pad_bottom - 8) * (1 - tokens / top), 1)
+
+    line = " ".join(f"{x(p['seq'])},{y(p['tokens'])}" for p in points)
+    drops = [
+        {"x": x(p["seq"]), "y": y(p["tokens"]), "seq": p["seq"], "tokens": p["tokens"], "checkpoint": p.get("checkpoint")}
+        for p in points if p["kind"] == "drop"
+    ]
+    return {
+        "width": width,
+        "height": height,
+        "line": line,
+        "drops": drops,
+        "threshold_y": y(compaction.max_tokens),
+        "max_tokens": compaction.max_tokens,
+        "axis_y": height - pad_bottom,
+        "pad_left": pad_left,
+        "top_label": int(top),
+        "max_seq": max_seq,
+        "empty": not points,
+    }
+
+
+def session_view(session: Session, *, as_of: int | None = None, around: int | None = None) -> dict:
+    """Everything the first screen of the session page needs."""
+    checkpoints = checkpoints_of(session)
+    layout = layout_model_input(session, as_of=as_of)
+    compaction = session.compaction_settings()
+    return {
+        "layout": layout,
+        "checkpoints": checkpoints,
+        "raw": raw_window(session, layout, checkpoints, around=around),
+        "input": input_window(session, layout, checkpoints),
+        "compaction": compaction,
+        "meter": meter(layout.tokens, compaction),
+    }
+
+
+def meter(tokens: int, compaction) -> dict:
+    scale = max(compaction.max_tokens, tokens, 1)
+    return {
+        "tokens": tokens,
+        "max_tokens": compaction.max_tokens,
+        "keep_recent_tokens": compaction.keep_recent_tokens,
+        "fill": round(100 * min(tokens, scale) / scale, 2),
+        "threshold": round(100 * compaction.max_tokens / scale, 2),
+        "keep_width": round(100 * min(compaction.keep_recent_tokens, tokens) / scale, 2),
+        "over": tokens > compaction.max_tokens,
+        "percent": round(100 * tokens / max(compaction.max_tokens, 1)),
+    }

@@ -1,0 +1,25 @@
+"""Project membership: who may see a project's sessions and with which role."""
+
+from django.contrib.auth import get_user_model
+
+from .errors import DomainError, NotFound
+from .models import Membership, Project
+
+ROLES = tuple(Membership.Role.values)
+
+
+def set_member(project: Project, username: str, role: str) -> tuple[Membership, bool]:
+    if role not in ROLES:
+        raise DomainError(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
+    User = get_user_model()
+    try:
+        user = User.objects.get(username=username)
+    except User.DoesNotExist:
+        raise NotFound(f"No user {username!r}.", code="user_not_found") from None
+    membership, created = Membership.objects.update_or_create(user=user, project=project, defaults={"role": role})
+    return membership, created
+
+
+def remove_member(project: Project, username: str) -> bool:
+    deleted, _ = Membership.objects.filter(project=project, user__username=username).delete()
+    return bool(deleted)

@@ -1,0 +1,60 @@
+"""Building the next request to the model (SPEC §5.9): store what may be stored, compact when the
+request crosses max_tokens, return the model input with the request's unpersisted messages, and
+record REQUEST_BUILT with what was sent."""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from .append import AppendResult, append_messages, parse_batch
+from .compaction import Outcome, compact_if_needed
+from .events import record
+from .model_input import ModelInput, build_model_input
+from .models import Event, EventType, Project
+from .store import get_or_create_locked, update_session
+
+
+@dataclass
+class BuiltRequest:
+    model_input: ModelInput
+    appended: AppendResult | None
+    compaction: Outcome | None
+    event: Event
+
+
+def build_request(project: Project, key: str, *, instructions=None, messages=None, fmt: str = "openai",
+                  actor: str = "system") -> BuiltRequest:
+    batch = parse_batch(messages) if messages else []
+    appended = None
+    with transaction.atomic():  # instructions and stored messages change together or not at all
+        if instructions is not None:
+            session, _ = update_session(project, key, {"instructions": instructions}, actor)
+        else:
+            session, _ = get_or_create_locked(project, key, actor)
+        if any(m.persist for m in batch):
+            appended = append_messages(project, key, None, actor, parsed=batch)
+            session = appended.session
+    unpersisted = [m for m in batch if not m.persist]
+    extra_tokens = sum(m.tokens for m in unpersisted)
+    compaction = compact_if_needed(session, actor, extra_tokens)
+    if compaction is not None:
+        session.refresh_from_db()
+    model_input = build_model_input(session, extra_messages=unpersisted)
+    seq_range = model_input.seq_range
+    instructions_entry = next((e for e in model_input.entries if e.kind == "instructions"), None)
+    event = record(
+        session,
+        EventType.REQUEST_BUILT,
+        actor,
+        format=fmt,
+        checkpoint_id=model_input.checkpoint.pk if model_input.checkpoint else None,
+        seq_range=list(seq_range) if seq_range else None,
+        stored_messages=len(model_input.message_entries),
+        tokens=model_input.tokens,
+        instructions_tokens=instructions_entry.tokens if instructions_entry else 0,
+        summary_tokens=model_input.checkpoint.summary_tokens if model_input.checkpoint else 0,
+        unpersisted={"count": len(unpersisted), "tokens": extra_tokens},
+        omitted=[o.as_dict() for o in model_input.omitted],
+        compaction=compaction.status if compaction else None,
+    )
+    return BuiltRequest(model_input, appended, compaction, event)

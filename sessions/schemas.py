@@ -1,0 +1,265 @@
+"""Request and response schemas of the HTTP API v1 (SPEC §5), with their fields listed explicitly."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Field, Schema
+from pydantic import ConfigDict
+
+RoleName = Literal["system", "user", "assistant", "tool", "agent"]
+FormatName = Literal["ctxweb", "openai", "anthropic"]
+SummarizerName = Literal["extractive", "openai"]
+
+
+class Strict(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorOut(Schema):
+    detail: str
+    code: str
+    index: int | None = Field(None, description="which message of a batch the error is about")
+    seq: int | None = Field(None, description="the stored message a conflict is about")
+    errors: list[dict] | None = Field(None, description="field errors of an invalid request body")
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+
+class CompactionSettingsIn(Strict):
+    max_tokens: int | None = Field(None, ge=1, le=100_000_000, description="compact when the model input is over this")
+    keep_recent_tokens: int | None = Field(None, ge=1, le=100_000_000, description="recent turns kept whole")
+    auto: bool | None = Field(None, description="compact automatically after appends and request builds")
+    summarizer: SummarizerName | None = None
+
+
+class SessionIn(Strict):
+    title: str | None = Field(None, max_length=300)
+    metadata: dict[str, Any] | None = None
+    instructions: str | None = Field(None, description="the current system prompt, rebuilt for every request")
+    compaction: CompactionSettingsIn | None = None
+
+
+class CompactionSettingsOut(Schema):
+    max_tokens: int
+    keep_recent_tokens: int
+    auto: bool
+    summarizer: str
+
+
+class SessionOut(Schema):
+    key: str
+    title: str
+    metadata: dict[str, Any]
+    instructions: str
+    instructions_tokens: int
+    compaction: CompactionSettingsOut
+    message_count: int
+    raw_tokens: int = Field(description="tokens of every stored message")
+    model_input_tokens: int = Field(description="tokens of the model input as built now")
+    checkpoint_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_activity_at: datetime
+
+
+class SessionListOut(Schema):
+    items: list[SessionOut]
+    next_cursor: str | None = Field(None, description="pass as cursor to get the next page")
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+class TextPart(Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePart(Strict):
+    type: Literal["image"]
+    url: str = Field(description="http(s) URL or data: URL")
+    media_type: str | None = Field(None, max_length=100)
+    width: int | None = Field(None, ge=1, le=100_000)
+    height: int | None = Field(None, ge=1, le=100_000)
+    detail: Literal["low", "high", "auto"] | None = None
+
+
+class ToolCallIn(Strict):
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    arguments: str | dict[str, Any] = Field("", description="the raw string the model produced, or a JSON object")
+
+
+class ToolCallOut(Schema):
+    id: str
+    name: str
+    arguments: str
+
+
+class MessageIn(Strict):
+    role: RoleName
+    content: str | list[TextPart | ImagePart] | None = None
+    reasoning: str | None = Field(None, description="assistant only")
+    tool_calls: list[ToolCallIn] | None = Field(None, description="assistant only")
+    tool_call_id: str | None = Field(None, max_length=200, description="tool only, required there")
+    name: str | None = Field(None, max_length=200)
+    attributes: dict[str, Any] | None = Field(None, description="application data, never sent to the model")
+    include_in_messages: bool = True
+    persist: bool = Field(True, description="false: do not store (requests only)")
+    id: str | None = Field(None, min_length=1, max_length=200, description="client id, unique in the session")
+    created_at: datetime | None = Field(None, description="when importing history; server time otherwise")
+
+
+class AppendIn(Strict):
+    messages: list[MessageIn] = Field(min_length=1)
+
+
+class CheckpointOut(Schema):
+    id: int
+    previous_id: int | None
+    first_seq: int
+    last_seq: int
+    created_at_seq: int
+    summary: str
+    summary_tokens: int
+    replaced_tokens: int
+    tokens_before: int
+    tokens_after: int
+    summarizer: str
+    trigger: str
+    created_at: datetime
+
+
+class EventOut(Schema):
+    id: int
+    type: str
+    actor: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class CompactionOut(Schema):
+    status: Literal["completed", "skipped", "failed"]
+    reason: str | None = None
+    error: str | None = None
+    max_tokens: int
+    keep_recent_tokens: int
+    tokens_before: int
+    tokens_after: int | None = None
+    replaced_tokens: int | None = None
+    summary_tokens: int | None = None
+    still_over_threshold: bool | None = None
+    checkpoint: CheckpointOut | None = None
+    events: list[EventOut]
+
+
+class AppendedOut(Schema):
+    index: int
+    seq: int | None
+    id: str
+    tokens: int
+    stored: bool
+    duplicate: bool
+
+
+class AppendOut(Schema):
+    session: str
+    session_created: bool
+    messages: list[AppendedOut]
+    compaction: CompactionOut | None = Field(None, description="automatic compaction run after the append")
+
+
+class MessageOut(Schema):
+    seq: int
+    id: str
+    role: str
+    content: str | list[dict[str, Any]]
+    reasoning: str
+    tool_calls: list[ToolCallOut]
+    tool_call_id: str
+    name: str
+    attributes: dict[str, Any]
+    include_in_messages: bool
+    created_at: datetime
+    tokens: int
+    reasoning_tokens: int
+
+
+class MessagePageOut(Schema):
+    items: list[MessageOut]
+    next_after: int | None = Field(None, description="pass as after to get the next page")
+
+
+class MessagePatchIn(Strict):
+    include_in_messages: bool | None = None
+    attributes: dict[str, Any] | None = None
+
+
+# --- model input ---------------------------------------------------------------------------------
+
+
+class OmittedOut(Schema):
+    seq: int | None
+    reason: str
+    tool_call_id: str | None = None
+    request_index: int | None = None
+    whole_message: bool
+
+
+class TokenTotalsOut(Schema):
+    total: int = Field(description="everything, with the reply priming")
+    instructions: int
+    summary: int
+    messages: int
+    request: int = Field(description="the request's unpersisted messages")
+
+
+class ModelInputOut(Schema):
+    format: FormatName
+    session: str
+    as_of: int | None
+    checkpoint: CheckpointOut | None
+    tokens: TokenTotalsOut
+    system: str | None = Field(None, description="anthropic format: the instructions")
+    messages: list[dict[str, Any]]
+    omitted: list[OmittedOut]
+
+
+class CompactIn(Strict):
+    max_tokens: int | None = Field(None, ge=0, le=100_000_000)
+    keep_recent_tokens: int | None = Field(None, ge=0, le=100_000_000)
+    force: bool = False
+    summary: str | None = Field(None, description="use this summary text instead of a summarizer")
+    summarizer: SummarizerName | None = None
+
+
+class TokensIn(Schema):
+    messages: list[dict[str, Any]] = Field(min_length=1, description="OpenAI Chat Completions messages")
+
+
+class TokensOut(Schema):
+    total: int
+    messages: list[int]
+
+
+class RequestIn(Strict):
+    instructions: str | None = None
+    messages: list[MessageIn] = Field(default_factory=list)
+    format: FormatName = "openai"
+
+
+class RequestOut(Schema):
+    model_input: ModelInputOut
+    stored: list[AppendedOut]
+    compaction: CompactionOut | None = None
+    event_id: int
+
+
+class CheckpointListOut(Schema):
+    items: list[CheckpointOut]
+
+
+class EventListOut(Schema):
+    items: list[EventOut]
+    next_after: int | None = None

@@ -1,0 +1,136 @@
+"""Search across transcripts down to the message: PostgreSQL full-text search (GIN index) on
+PostgreSQL, FTS5 on SQLite, behind one function. Ranking puts messages that contain the exact phrase
+first; highlighting escapes the text before it marks the terms."""
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from .models import Message
+
+WORD = re.compile(r"\w+", re.UNICODE)
+SNIPPET = 220
+MAX_TERMS = 12
+
+
+@dataclass
+class SearchFilters:
+    project_ids: list[int]
+    role: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    has_checkpoint: bool = False
+
+
+@dataclass
+class Hit:
+    message: Message
+    snippet: SafeString
+    exact: bool
+
+
+def terms_of(query: str) -> list[str]:
+    return [t.lower() for t in WORD.findall(query)][:MAX_TERMS]
+
+
+def _like(value: str) -> str:
+    return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _filters_sql(filters: SearchFilters) -> tuple[str, list]:
+    placeholders = ", ".join(["%s"] * len(filters.project_ids))
+    sql = [f"s.project_id IN ({placeholders})"]
+    params: list = list(filters.project_ids)
+    if filters.role:
+        sql.append("m.role = %s")
+        params.append(filters.role)
+    if filters.since:
+        sql.append("m.created_at >= %s")
+        params.append(filters.since)
+    if filters.until:
+        sql.append("m.created_at <= %s")
+        params.append(filters.until)
+    if filters.has_checkpoint:
+        sql.append("s.checkpoint_count > 0")
+    return " AND ".join(sql), params
+
+
+def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int) -> list[tuple[int, bool]]:
+    where, params = _filters_sql(filters)
+    phrase = _like(" ".join(query.split()))
+    vendor = connection.vendor
+    if vendor == "postgresql":
+        sql = f"""
+            SELECT m.id, (m.text ILIKE %s ESCAPE '\\') AS exact
+            FROM ctx_sessions_message m
+            JOIN ctx_sessions_session s ON s.id = m.session_id,
+                 websearch_to_tsquery('english', %s) q
+            WHERE to_tsvector('english', m.text) @@ q AND {where}
+            ORDER BY exact DESC, ts_rank_cd(to_tsvector('english', m.text), q) DESC, m.id DESC
+            LIMIT %s"""
+        args = [phrase, query, *params, limit]
+    elif vendor == "sqlite":
+        match = " ".join('"' + t.replace('"', '""') + '"*' for t in terms)
+        sql = f"""
+            SELECT m.id, (m.text LIKE %s ESCAPE '\\') AS exact
+            FROM ctx_message_fts f
+            JOIN ctx_sessions_message m ON m.id = f.rowid
+            JOIN ctx_sessions_session s ON s.id = m.session_id
+            WHERE ctx_message_fts MATCH %s AND {where}
+            ORDER BY exact DESC, bm25(ctx_message_fts), m.id DESC
+            LIMIT %s"""
+        args = [phrase, match, *params, limit]
+    else:  # no full-text index: every term must appear
+        conditions = " AND ".join(["LOWER(m.text) LIKE %s"] * len(terms))
+        sql = f"""
+            SELECT m.id, (LOWER(m.text) LIKE %s) AS exact
+            FROM ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id
+            WHERE {conditions} AND {where}
+            ORDER BY exact DESC, m.id DESC LIMIT %s"""
+        args = [phrase.lower(), *[_like(t) for t in terms], *params, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        return [(row[0], bool(row[1])) for row in cursor.fetchall()]
+
+
+def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> SafeString:
+    """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>."""
+    phrase = " ".join(query.split())
+    words = sorted({t for t in terms if t}, key=len, reverse=True)
+    patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
+    patterns += [r"\b" + re.escape(w) + r"\w*" for w in words]
+    if not patterns:
+        return mark_safe(escape(text[:width]))
+    pattern = re.compile("|".join(patterns), re.IGNORECASE)
+    first = pattern.search(text)
+    start = max(0, (first.start() if first else 0) - width // 3)
+    end = min(len(text), start + width)
+    snippet = text[start:end]
+    out, pos = [], 0
+    for match in pattern.finditer(snippet):
+        out.append(escape(snippet[pos:match.start()]))
+        out.append("<mark>" + escape(match.group(0)) + "</mark>")
+        pos = match.end()
+    out.append(escape(snippet[pos:]))
+    prefix = "… " if start > 0 else ""
+    suffix = " …" if end < len(text) else ""
+    return mark_safe(prefix + "".join(out) + suffix)
+
+
+def search_messages(query: str, filters: SearchFilters, limit: int = 50) -> list[Hit]:
+    """Messages matching `query` in the projects of `filters`, best first."""
+    query = (query or "").strip()[:200]
+    terms = terms_of(query)
+    if not terms or not filters.project_ids:
+        return []
+    ranked = _ranked_ids(query, terms, filters, limit)
+    messages = Message.objects.select_related("session__project").in_bulk([pk for pk, _ in ranked])
+    return [
+        Hit(messages[pk], highlight(messages[pk].text, query, terms), exact)
+        for pk, exact in ranked
+        if pk in messages
+    ]

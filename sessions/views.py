@@ -1,0 +1,460 @@
+"""The dashboard: server-rendered pages and the htmx fragments that refresh parts of them. Every view
+checks access through sessions.access; the work is done by the domain modules."""
+
+from datetime import datetime, time
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef, Q, TextField
+from django.db.models.functions import Cast
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from . import access
+from .api import export_response
+from .api_keys import create_api_key, revoke
+from .compaction import compact
+from .errors import DomainError
+from .inspection import chart_svg_data, checkpoints_of, input_window, raw_window, session_view
+from .members import remove_member, set_member
+from .messages import update_message
+from .model_input import layout_model_input, summary_message_text
+from .models import ApiKey, Event, EventType, Membership, Message, Role, Session
+from .notes import add_note, delete_note, edit_note, parse_tags, set_tags
+from .search import SearchFilters, search_messages
+
+SORTS = {
+    "activity": ("-last_activity_at", "-pk"),
+    "tokens": ("-raw_tokens", "-pk"),
+    "input": ("-input_tokens", "-pk"),
+    "messages": ("-message_count", "-pk"),
+}
+PAGE_SIZES = (25, 50, 100)
+EVENTS_PAGE = 40
+
+
+def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return number if minimum <= number <= maximum else default
+
+
+def _date(value):
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").date() if value else None
+    except ValueError:
+        return None
+
+
+def actor(request) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def session_url(session: Session, **params) -> str:
+    url = reverse("session", args=[session.project.name, session.key])
+    if params:
+        from urllib.parse import urlencode
+
+        url += "?" + urlencode({k: v for k, v in params.items() if v is not None})
+    return url
+
+
+# --- sessions list -------------------------------------------------------------------------------
+
+
+def filtered_sessions(request: HttpRequest):
+    """The sessions the user may see, filtered and sorted as the list's form asks."""
+    params = request.GET
+    qs = access.sessions_for(request.user).select_related("project").prefetch_related("tags")
+    project = params.get("project")
+    if project:
+        qs = qs.filter(project__name=project)
+    q = params.get("q", "").strip()[:200]
+    if q:
+        text_match = Message.objects.filter(session=OuterRef("pk"), text__icontains=q)
+        qs = qs.annotate(metadata_text=Cast("metadata", TextField())).filter(
+            Q(key__icontains=q) | Q(title__icontains=q) | Q(metadata_text__icontains=q) | Exists(text_match)
+        )
+    if params.get("tag"):
+        qs = qs.filter(tags__name=params["tag"])
+    if params.get("has_checkpoints"):
+        qs = qs.filter(checkpoint_count__gt=0)
+    if params.get("failed"):
+        qs = qs.filter(failed_compactions__gt=0)
+    since, until = _date(params.get("from")), _date(params.get("to"))
+    if since:
+        qs = qs.filter(last_activity_at__gte=timezone.make_aware(datetime.combine(since, time.min)))
+    if until:
+        qs = qs.filter(last_activity_at__lte=timezone.make_aware(datetime.combine(until, time.max)))
+    sort = params.get("sort") if params.get("sort") in SORTS else "activity"
+    return qs.order_by(*SORTS[sort]), sort
+
+
+@login_required
+@require_GET
+def session_list(request: HttpRequest) -> HttpResponse:
+    qs, sort = filtered_sessions(request)
+    size = _int(request.GET.get("size"), 25)
+    size = size if size in PAGE_SIZES else 25
+    page = Paginator(qs, size).get_page(request.GET.get("page"))
+    rows = [
+        {"session": s, "compaction": s.compaction_settings(), "url": session_url(s),
+         "percent": round(100 * s.input_tokens / max(s.compaction_settings().max_tokens, 1))}
+        for s in page.object_list
+    ]
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "rows": rows,
+        "sort": sort,
+        "size": size,
+        "sizes": PAGE_SIZES,
+        "projects": access.projects_for(request.user),
+        "params": request.GET,
+        "query": query.urlencode(),
+    }
+    template = "sessions/_session_rows.html" if request.htmx and request.htmx.target == "session-rows" else "sessions/list.html"
+    return render(request, template, context)
+
+
+# --- session page --------------------------------------------------------------------------------
+
+
+def _as_of(request, session):
+    as_of = _int(request.GET.get("as_of"), maximum=session.message_count)
+    checkpoint_id = _int(request.GET.get("as_of_checkpoint"))
+    if checkpoint_id:
+        checkpoint = session.checkpoints.filter(pk=checkpoint_id).first()
+        if checkpoint:
+            as_of = checkpoint.created_at_seq
+    return as_of
+
+
+@login_required
+@require_GET
+def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key)
+    as_of = _as_of(request, session)
+    target = _int(request.GET.get("seq"), maximum=session.message_count)
+    view = session_view(session, as_of=as_of, around=target)
+    events = list(session.events.order_by("-pk")[:EVENTS_PAGE])
+    return render(request, "sessions/detail.html", {
+        "session_notes": session.notes.select_related("author").order_by("created_at"),
+        "tags": [t.name for t in session.tags.all()],
+        "session": session,
+        "perms": access.permissions(request.user, session.project),
+        "as_of": as_of,
+        "target": target,
+        "events": events,
+        "more_events": len(events) == EVENTS_PAGE,
+        **view,
+    })
+
+
+@login_required
+@require_GET
+def raw_log_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """More of the raw log: before or after a seq (the 'load earlier/later' buttons)."""
+    session = access.get_session_for(request.user, project, key)
+    as_of = _as_of(request, session)
+    layout = layout_model_input(session, as_of=as_of)
+    checkpoints = checkpoints_of(session)
+    after = _int(request.GET.get("after"))
+    before = _int(request.GET.get("before"))
+    if after is None and before is None:
+        raise Http404("Say after= or before=.")
+    window = raw_window(session, layout, checkpoints, after=after, before=before)
+    return render(request, "sessions/_raw_window.html", {
+        "session": session, "raw": window, "direction": "later" if after is not None else "earlier",
+        "as_of": as_of, "perms": access.permissions(request.user, session.project), "layout": layout,
+    })
+
+
+@login_required
+@require_GET
+def model_input_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key)
+    as_of = _as_of(request, session)
+    layout = layout_model_input(session, as_of=as_of)
+    before = _int(request.GET.get("before"))
+    window = input_window(session, layout, checkpoints_of(session), before=before)
+    return render(request, "sessions/_input_window.html", {"session": session, "input": window, "as_of": as_of,
+                                                           "layout": layout})
+
+
+@login_required
+@require_GET
+def live_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """Polled every few seconds: messages stored since `after`, with the figures they changed."""
+    session = access.get_session_for(request.user, project, key)
+    after = _int(request.GET.get("after"), 0)
+    if session.message_count <= after:
+        return HttpResponse(status=204)
+    view = session_view(session)
+    window = raw_window(session, view["layout"], view["checkpoints"], after=after, limit=200)
+    return render(request, "sessions/_live.html", {
+        "session": session, "raw": window, "perms": access.permissions(request.user, session.project), **{
+            k: view[k] for k in ("layout", "input", "meter", "compaction", "checkpoints")},
+    })
+
+
+@login_required
+@require_GET
+def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key)
+    return render(request, "sessions/_chart.html", {"session": session, "chart": chart_svg_data(session)})
+
+
+@login_required
+@require_GET
+def events_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key)
+    before = _int(request.GET.get("before"), 0)
+    events = list(session.events.filter(pk__lt=before).order_by("-pk")[:EVENTS_PAGE])
+    return render(request, "sessions/_events.html", {
+        "session": session, "events": events, "more_events": len(events) == EVENTS_PAGE,
+    })
+
+
+@login_required
+@require_GET
+def checkpoint_diff(request: HttpRequest, project: str, key: str, checkpoint_id: int) -> HttpResponse:
+    """What a compaction changed: what left the input, what replaced it, what stayed."""
+    session = access.get_session_for(request.user, project, key)
+    checkpoint = access.get_checkpoint_for(request.user, session, checkpoint_id)
+    limit = 300
+    left = list(
+        session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq).order_by("seq")[:limit]
+    )
+    left_total = checkpoint.last_seq - checkpoint.first_seq + 1
+    stayed = list(
+        session.messages.filter(seq__gt=checkpoint.last_seq, seq__lte=checkpoint.created_at_seq,
+                                include_in_messages=True).exclude(role=Role.SYSTEM).order_by("seq")[:limit]
+    )
+    stayed_total = session.messages.filter(seq__gt=checkpoint.last_seq, seq__lte=checkpoint.created_at_seq,
+                                           include_in_messages=True).exclude(role=Role.SYSTEM).count()
+    event = Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED,
+                                 data__checkpoint_id=checkpoint.pk).first()
+    return render(request, "sessions/checkpoint_diff.html", {
+        "session": session,
+        "checkpoint": checkpoint,
+        "previous": checkpoint.previous,
+        "summary_text": summary_message_text(checkpoint.summary, checkpoint.last_seq),
+        "previous_text": summary_message_text(checkpoint.previous.summary, checkpoint.previous.last_seq) if checkpoint.previous else "",
+        "left": left,
+        "left_more": left_total - len(left),
+        "stayed": stayed,
+        "stayed_more": stayed_total - len(stayed),
+        "event": event,
+        "checkpoints": checkpoints_of(session),
+    })
+
+
+@login_required
+@require_GET
+def request_view(request: HttpRequest, project: str, key: str, event_id: int) -> HttpResponse:
+    """What one REQUEST_BUILT sent: rebuilt from the event's figures and the stored messages."""
+    session = access.get_session_for(request.user, project, key)
+    event = session.events.filter(pk=event_id, type=EventType.REQUEST_BUILT).first()
+    if event is None:
+        raise Http404("No such request.")
+    data = event.data
+    checkpoint = session.checkpoints.filter(pk=data.get("checkpoint_id")).first() if data.get("checkpoint_id") else None
+    seq_range = data.get("seq_range")
+    stored = []
+    if seq_range:
+        omitted = {o["seq"] for o in data.get("omitted", []) if o.get("whole_message")}
+        stored = [
+            m for m in session.messages.filter(seq__gte=seq_range[0], seq__lte=seq_range[1], include_in_messages=True)
+            .exclude(role=Role.SYSTEM).order_by("seq")[:500]
+            if m.seq not in omitted
+        ]
+    return render(request, "sessions/request.html", {
+        "session": session,
+        "event": event,
+        "data": data,
+        "checkpoint": checkpoint,
+        "summary_text": summary_message_text(checkpoint.summary, checkpoint.last_seq) if checkpoint else "",
+        "stored": stored,
+    })
+
+
+# --- actions -------------------------------------------------------------------------------------
+
+
+def _back(request, url):
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@login_required
+@require_POST
+def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key, "compact")
+    outcome = compact(session, force=bool(request.POST.get("force")), actor=actor(request))
+    figures = outcome.figures()
+    if outcome.status == "completed":
+        flash.success(request, f"Compaction completed: checkpoint {outcome.checkpoint.pk} covers messages "
+                               f"#{outcome.checkpoint.first_seq}–#{outcome.checkpoint.last_seq}; the model input went "
+                               f"from {figures['tokens_before']} to {figures['tokens_after']} tokens.")
+    elif outcome.status == "skipped":
+        flash.warning(request, f"Compaction skipped ({outcome.reason}); nothing changed.")
+    else:
+        flash.error(request, f"Compaction failed: {outcome.error}. Nothing changed.")
+    return _back(request, session_url(session))
+
+
+@login_required
+@require_POST
+def toggle_include(request: HttpRequest, project: str, key: str, seq: int) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key, "edit_messages")
+    include = request.POST.get("include") == "1"
+    try:
+        update_message(session.project, session.key, seq, {"include_in_messages": include}, actor(request))
+    except DomainError as exc:
+        raise Http404(exc.detail) from exc
+    flash.success(request, f"Message #{seq} is now {'included in' if include else 'hidden from'} the model input.")
+    return _back(request, session_url(session, seq=seq) + f"#m-{seq}")
+
+
+@login_required
+@require_GET
+def export_download(request: HttpRequest, project: str, key: str, fmt: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key, "export")
+    if fmt not in ("json", "jsonl", "markdown"):
+        raise Http404("Exports are json, jsonl or markdown.")
+    return export_response(session, fmt)
+
+
+# --- API keys ------------------------------------------------------------------------------------
+
+
+@login_required
+def api_keys(request: HttpRequest) -> HttpResponse:
+    projects = [p for p in access.projects_for(request.user) if access.can(request.user, p, "manage_keys")]
+    if not projects:
+        raise Http404("You manage no project's API keys.")
+    new_secret = None
+    if request.method == "POST":
+        project = access.get_project_for(request.user, request.POST.get("project", ""), "manage_keys")
+        try:
+            key, new_secret = create_api_key(project, request.POST.get("name", ""), request.user)
+        except DomainError as exc:
+            flash.error(request, exc.detail)
+        else:
+            flash.success(request, f"API key {key.name!r} created for {project.name}. Copy the secret now: it is not shown again.")
+    keys = ApiKey.objects.filter(project__in=projects).select_related("project", "created_by").order_by("project__name", "-created_at")
+    return render(request, "sessions/api_keys.html", {"keys": keys, "projects": projects, "new_secret": new_secret})
+
+
+@login_required
+@require_POST
+def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = access.get_api_key_for(request.user, key_id)
+    revoke(key)
+    flash.success(request, f"API key {key.name!r} ({key.prefix}…) is revoked.")
+    return redirect("api_keys")
+
+
+
+# --- search --------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def search(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    projects = list(access.projects_for(request.user))
+    chosen = [p.pk for p in projects if not params.get("project") or p.name == params.get("project")]
+    since, until = _date(params.get("from")), _date(params.get("to"))
+    filters = SearchFilters(
+        project_ids=chosen,
+        role=params.get("role") if params.get("role") in Role.values else None,
+        since=timezone.make_aware(datetime.combine(since, time.min)) if since else None,
+        until=timezone.make_aware(datetime.combine(until, time.max)) if until else None,
+        has_checkpoint=bool(params.get("has_checkpoint")),
+    )
+    query = params.get("q", "").strip()
+    hits = search_messages(query, filters) if query else []
+    context = {"hits": hits, "q": query, "params": params, "projects": projects, "roles": Role.values}
+    template = "sessions/_search_results.html" if request.htmx and request.htmx.target == "search-results" else "sessions/search.html"
+    return render(request, template, context)
+
+
+# --- notes and tags ------------------------------------------------------------------------------
+
+
+def _notes_back(request, session, seq):
+    url = session_url(session, seq=seq) + f"#m-{seq}" if seq else session_url(session) + "#notes"
+    return _back(request, url)
+
+
+@login_required
+@require_POST
+def note_add(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key, "annotate")
+    seq = _int(request.POST.get("seq"), minimum=1)
+    try:
+        add_note(session, request.user, request.POST.get("text", ""), seq)
+    except DomainError as exc:
+        flash.error(request, exc.detail)
+    return _notes_back(request, session, seq)
+
+
+@login_required
+@require_POST
+def note_edit(request: HttpRequest, project: str, key: str, note_id: int) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key, "annotate")
+    note = access.get_note_for(request.user, session, note_id)
+    try:
+        if request.POST.get("delete"):
+            delete_note(note, request.user)
+        else:
+            edit_note(note, request.user, request.POST.get("text", ""))
+    except DomainError as exc:
+        if exc.status == 403:
+            raise PermissionDenied(exc.detail) from exc
+        flash.error(request, exc.detail)
+    return _notes_back(request, session, note.seq)
+
+
+@login_required
+@require_POST
+def tags_set(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    session = access.get_session_for(request.user, project, key, "annotate")
+    try:
+        set_tags(session, request.user, parse_tags(request.POST.get("tags", "")))
+    except DomainError as exc:
+        flash.error(request, exc.detail)
+    return _back(request, session_url(session))
+
+
+# --- members -------------------------------------------------------------------------------------
+
+
+@login_required
+def members(request: HttpRequest, project: str) -> HttpResponse:
+    project_obj = access.get_project_for(request.user, project, "manage_members")
+    if request.method == "POST":
+        username = request.POST.get("username", "").strip()
+        try:
+            if request.POST.get("remove"):
+                remove_member(project_obj, username)
+                flash.success(request, f"{username} was removed from {project_obj.name}.")
+            else:
+                membership, _ = set_member(project_obj, username, request.POST.get("role", ""))
+                flash.success(request, f"{username} is now {membership.role} of {project_obj.name}.")
+        except DomainError as exc:
+            flash.error(request, exc.detail)
+        return redirect("members", project=project_obj.name)
+    memberships = project_obj.memberships.select_related("user").order_by("user__username")
+    return render(request, "sessions/members.html", {"project": project_obj, "memberships": memberships,
+                                                     "roles": Membership.Role.values})

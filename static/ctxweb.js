@@ -1,0 +1,110 @@
+// ctxweb dashboard behaviour: selecting messages, highlighting what a checkpoint covers, following
+// tool calls to their results. Event delegation, so content loaded later by htmx works the same.
+(function () {
+  "use strict";
+
+  function range(el) {
+    var parts = (el.getAttribute("data-covers") || "").split("-");
+    return [parseInt(parts[0], 10), parseInt(parts[1], 10)];
+  }
+
+  function highlightRange(lo, hi, on) {
+    document.querySelectorAll(".raw-log .msg[data-seq]").forEach(function (msg) {
+      var seq = parseInt(msg.getAttribute("data-seq"), 10);
+      msg.classList.toggle("highlight", on && seq >= lo && seq <= hi);
+    });
+  }
+
+  function clearHighlights() {
+    document.querySelectorAll(".highlight").forEach(function (el) { el.classList.remove("highlight"); });
+  }
+
+  // Hovering or selecting a checkpoint (its summary in the model input, its entry in the list, a
+  // covered range in the events) highlights exactly the raw messages it covers.
+  function onCheckpointEnter(el) {
+    var r = range(el);
+    highlightRange(r[0], r[1], true);
+    el.classList.add("highlight");
+  }
+
+  // Hovering a covered raw message highlights the summary that replaced it and its checkpoint.
+  function onCoveredEnter(msg) {
+    var seq = parseInt(msg.getAttribute("data-seq"), 10);
+    document.querySelectorAll(".model-input [data-covers], .checkpoints [data-covers]").forEach(function (el) {
+      var r = range(el);
+      if (seq >= r[0] && seq <= r[1]) { el.classList.add("highlight"); }
+    });
+    msg.classList.add("highlight");
+  }
+
+  var pinned = null;
+
+  document.addEventListener("mouseover", function (event) {
+    if (pinned) { return; }
+    var cp = event.target.closest("[data-covers]");
+    if (cp) { clearHighlights(); onCheckpointEnter(cp); return; }
+    var msg = event.target.closest(".raw-log .msg[data-checkpoint]");
+    if (msg) { clearHighlights(); onCoveredEnter(msg); }
+  });
+
+  document.addEventListener("mouseout", function (event) {
+    if (pinned) { return; }
+    var from = event.target.closest("[data-covers], .raw-log .msg[data-checkpoint]");
+    if (from && !from.contains(event.relatedTarget)) { clearHighlights(); }
+  });
+
+  document.addEventListener("focusin", function (event) {
+    var cp = event.target.closest("[data-covers]");
+    if (cp && !pinned) { clearHighlights(); onCheckpointEnter(cp); }
+  });
+
+  function jump(seq, href) {
+    var target = document.getElementById("m-" + seq);
+    if (!target) { window.location.href = href; return; }
+    target.scrollIntoView({ behavior: "smooth", block: "center" });
+    target.classList.remove("flash");
+    void target.offsetWidth;
+    target.classList.add("flash", "selected");
+    history.replaceState(null, "", "#m-" + seq);
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest("a[data-jump]");
+    if (link) {
+      event.preventDefault();
+      jump(link.getAttribute("data-jump"), link.getAttribute("href"));
+      return;
+    }
+    var cp = event.target.closest("[data-covers]");
+    if (cp && !event.target.closest("a")) {
+      // Clicking a checkpoint pins its highlight; clicking it again releases it.
+      if (pinned === cp) { pinned = null; clearHighlights(); return; }
+      pinned = null; clearHighlights(); onCheckpointEnter(cp); pinned = cp;
+      return;
+    }
+    if (event.target.closest("a, button, form, summary, input, select, details, pre")) { return; }
+    var msg = event.target.closest(".raw-log .msg");
+    if (msg) {
+      // Selecting a raw message shows why it is (or is not) in the model input.
+      msg.classList.toggle("selected");
+      if (msg.classList.contains("selected") && msg.getAttribute("data-checkpoint")) {
+        pinned = null; clearHighlights(); onCoveredEnter(msg);
+      }
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && event.target.matches(".raw-log .msg")) { event.target.classList.toggle("selected"); }
+    if (event.key === "Escape") { pinned = null; clearHighlights(); }
+  });
+
+  document.addEventListener("change", function (event) {
+    if (event.target.matches("select[data-autosubmit]")) { event.target.form.submit(); }
+  });
+
+  function showTarget() {
+    var marked = document.querySelector(".raw-log .msg.target");
+    if (marked) { marked.scrollIntoView({ block: "center" }); }
+  }
+  document.addEventListener("DOMContentLoaded", showTarget);
+})();
