@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from .errors import Conflict, DomainError
 from .events import record
-from .model_input import refresh_input_tokens
+from .model_input import input_tokens_after_append
 from .models import EventType, Message, Project, Role, Session, ToolCall
 from .store import get_or_create_locked
 from .validation import NewMessage, parse_message
@@ -182,7 +182,7 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     Session.objects.filter(pk=session.pk).update(
         message_count=session.message_count, raw_tokens=session.raw_tokens, last_activity_at=now
     )
-    input_tokens = refresh_input_tokens(session)
+    input_tokens = input_tokens_after_append(session, to_create[0].seq)
     record(
         session,
         EventType.MESSAGES_APPENDED,

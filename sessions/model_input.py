@@ -381,3 +381,36 @@ def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool 
         session.input_tokens = tokens
         Session.objects.filter(pk=session.pk).update(input_tokens=tokens)
     return tokens
+
+
+def input_tokens_after_append(session: Session, first_new_seq: int) -> int:
+    """The session's model-input size after messages from `first_new_seq` on were stored, from its
+    stored size before them, reading only the tail that new messages can affect.
+
+    Validity verdicts before the newest assistant message are final: that message starts the last
+    block whose tool calls may still be answered (or dropped once it is no longer the newest), and
+    every earlier block is already closed. So only the rows from that message on are laid out again,
+    once without and once with the new ones. Keeps appends O(batch), not O(log).
+    """
+    checkpoint = latest_checkpoint(session)
+    after = checkpoint.last_seq if checkpoint else 0
+    anchor = (
+        visible_messages(session, after)
+        .filter(role=Role.ASSISTANT, seq__lt=first_new_seq)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    start = anchor if anchor is not None else first_new_seq
+    rows = visible_rows(session, start - 1)
+    old = [row for row in rows if row.seq < first_new_seq]
+
+    def kept_total(items):
+        verdict = check_validity(items)
+        return sum(_kept_tokens(row, verdict.dropped.get(i)) for i, row in enumerate(items) if verdict.keep[i])
+
+    tokens = session.input_tokens - kept_total(old) + kept_total(rows)
+    if session.input_tokens != tokens:
+        session.input_tokens = tokens
+        Session.objects.filter(pk=session.pk).update(input_tokens=tokens)
+    return tokens

@@ -160,6 +160,8 @@ class Message(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "call_seq"], name="message_session_call_seq"),
+            # The newest assistant message before a batch (incremental model-input size on append).
+            models.Index(fields=["session", "role", "seq"], name="message_session_role_seq"),
         ]
         ordering = ["session", "seq"]
 

@@ -59,42 +59,63 @@ def _filters_sql(filters: SearchFilters) -> tuple[str, list]:
     return " AND ".join(sql), params
 
 
-def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int) -> list[tuple[int, bool]]:
-    where, params = _filters_sql(filters)
-    phrase = _like(" ".join(query.split()))
+def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
+    """(FROM clause, text-match condition, rank expression, params) for this database."""
     vendor = connection.vendor
     if vendor == "postgresql":
-        sql = f"""
-            SELECT m.id, (m.text ILIKE %s ESCAPE '\\') AS exact
-            FROM ctx_sessions_message m
-            JOIN ctx_sessions_session s ON s.id = m.session_id,
-                 websearch_to_tsquery('english', %s) q
-            WHERE to_tsvector('english', m.text) @@ q AND {where}
-            ORDER BY exact DESC, ts_rank_cd(to_tsvector('english', m.text), q) DESC, m.id DESC
-            LIMIT %s"""
-        args = [phrase, query, *params, limit]
-    elif vendor == "sqlite":
+        return (
+            "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, "
+            "websearch_to_tsquery('english', %s) q",
+            "to_tsvector('english', m.text) @@ q",
+            "ts_rank_cd(to_tsvector('english', m.text), q) DESC",
+            [query],
+        )
+    if vendor == "sqlite":
         match = " ".join('"' + t.replace('"', '""') + '"*' for t in terms)
-        sql = f"""
-            SELECT m.id, (m.text LIKE %s ESCAPE '\\') AS exact
-            FROM ctx_message_fts f
-            JOIN ctx_sessions_message m ON m.id = f.rowid
-            JOIN ctx_sessions_session s ON s.id = m.session_id
-            WHERE ctx_message_fts MATCH %s AND {where}
-            ORDER BY exact DESC, bm25(ctx_message_fts), m.id DESC
-            LIMIT %s"""
-        args = [phrase, match, *params, limit]
-    else:  # no full-text index: every term must appear
-        conditions = " AND ".join(["LOWER(m.text) LIKE %s"] * len(terms))
-        sql = f"""
-            SELECT m.id, (LOWER(m.text) LIKE %s) AS exact
-            FROM ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id
-            WHERE {conditions} AND {where}
-            ORDER BY exact DESC, m.id DESC LIMIT %s"""
-        args = [phrase.lower(), *[_like(t) for t in terms], *params, limit]
+        return (
+            "ctx_message_fts f JOIN ctx_sessions_message m ON m.id = f.rowid "
+            "JOIN ctx_sessions_session s ON s.id = m.session_id",
+            "ctx_message_fts MATCH %s",
+            "bm25(ctx_message_fts)",
+            [match],
+        )
+    # No full-text index: every term must appear.
+    return (
+        "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id",
+        " AND ".join(["LOWER(m.text) LIKE %s"] * len(terms)),
+        "m.id DESC",
+        [_like(t) for t in terms],
+    )
+
+
+def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int) -> list[tuple[int, bool]]:
+    where, params = _filters_sql(filters)
+    source, condition, rank, match_params = _match(query, terms)
+    like = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
+    sql = f"""
+        SELECT m.id, (m.text {like} %s ESCAPE '\\') AS exact
+        FROM {source}
+        WHERE {condition} AND {where}
+        ORDER BY exact DESC, {rank}, m.id DESC
+        LIMIT %s"""
+    phrase = _like(" ".join(query.split()))
     with connection.cursor() as cursor:
-        cursor.execute(sql, args)
+        # Parameters in the order they appear: select list, FROM (PostgreSQL), WHERE, LIMIT.
+        cursor.execute(sql, [phrase, *match_params, *params, limit])
         return [(row[0], bool(row[1])) for row in cursor.fetchall()]
+
+
+def session_ids_matching(query: str, project_ids: list[int], limit: int = 5000) -> list[int]:
+    """Sessions with at least one message matching `query`, through the full-text index."""
+    terms = terms_of(query)
+    if not terms or not project_ids:
+        return []
+    source, condition, _, match_params = _match(query, terms)
+    where, params = _filters_sql(SearchFilters(project_ids=project_ids))
+    sql = f"SELECT DISTINCT m.session_id FROM {source} WHERE {condition} AND {where} LIMIT %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*match_params, *params, limit])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> SafeString:

@@ -9,7 +9,7 @@ from .errors import DomainError, NotFound
 from .events import record
 from .model_input import refresh_input_tokens
 from .models import SESSION_KEY_RE, EventType, Project, Role, Session
-from .tokens import count_message
+from .tokens import REPLY_PRIMING, count_message
 from .validation import check_json, check_text
 
 SUMMARIZER_NAMES = ("extractive", "openai")
@@ -44,7 +44,8 @@ def get_or_create_locked(project: Project, key: str, actor: str) -> tuple[Sessio
         pass
     try:
         with transaction.atomic():
-            session = Session.objects.create(project=project, key=key)
+            # An empty model input still costs the reply priming.
+            session = Session.objects.create(project=project, key=key, input_tokens=REPLY_PRIMING)
     except IntegrityError:  # created concurrently
         return get_session(project, key, for_update=True), False
     record(session, EventType.SESSION_CREATED, actor, key=key)

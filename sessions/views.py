@@ -7,7 +7,7 @@ from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef, Q, TextField
+from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -25,9 +25,9 @@ from .inspection import chart_svg_data, checkpoints_of, input_window, raw_window
 from .members import remove_member, set_member
 from .messages import update_message
 from .model_input import layout_model_input, summary_message_text
-from .models import ApiKey, Event, EventType, Membership, Message, Role, Session
+from .models import ApiKey, Event, EventType, Membership, Role, Session
 from .notes import add_note, delete_note, edit_note, parse_tags, set_tags
-from .search import SearchFilters, search_messages
+from .search import SearchFilters, search_messages, session_ids_matching
 
 SORTS = {
     "activity": ("-last_activity_at", "-pk"),
@@ -79,9 +79,10 @@ def filtered_sessions(request: HttpRequest):
         qs = qs.filter(project__name=project)
     q = params.get("q", "").strip()[:200]
     if q:
-        text_match = Message.objects.filter(session=OuterRef("pk"), text__icontains=q)
+        # Message text goes through the full-text index; key, title and metadata are matched directly.
+        text_match = session_ids_matching(q, list(access.roles_of(request.user)))
         qs = qs.annotate(metadata_text=Cast("metadata", TextField())).filter(
-            Q(key__icontains=q) | Q(title__icontains=q) | Q(metadata_text__icontains=q) | Exists(text_match)
+            Q(key__icontains=q) | Q(title__icontains=q) | Q(metadata_text__icontains=q) | Q(pk__in=text_match)
         )
     if params.get("tag"):
         qs = qs.filter(tags__name=params["tag"])

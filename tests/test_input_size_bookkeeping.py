@@ -1,0 +1,67 @@
+"""The stored model-input size (Session.input_tokens) is kept up to date incrementally on append; it
+must always equal a full rebuild, whatever the mix of roles, tool calls, hidden messages, checkpoints
+and batch sizes."""
+
+import random
+
+import pytest
+
+from sessions.compaction import compact
+from sessions.messages import update_message
+from sessions.model_input import build_model_input, layout_model_input
+from sessions.models import Session
+
+
+def random_conversation(rng: random.Random, length: int) -> list[dict]:
+    messages, open_calls, n = [], [], 0
+    while len(messages) < length:
+        n += 1
+        kind = rng.random()
+        if open_calls and kind < 0.45:
+            call_id = open_calls.pop(rng.randrange(len(open_calls)))
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": f"result {n} " * rng.randint(1, 5)})
+        elif kind < 0.6:
+            calls = [{"id": f"c{n}_{i}", "name": "lookup", "arguments": f'{{"q": "{n}-{i}"}}'} for i in range(rng.randint(1, 3))]
+            open_calls = [c["id"] for c in calls] if rng.random() < 0.8 else open_calls + [c["id"] for c in calls]
+            content = None if rng.random() < 0.5 else f"calling {n}"
+            messages.append({"role": "assistant", "content": content, "tool_calls": calls})
+        elif kind < 0.75:
+            messages.append({"role": "assistant", "content": f"answer {n} " * rng.randint(1, 8)})
+        elif kind < 0.9:
+            messages.append({"role": "user", "content": f"question {n} " * rng.randint(1, 6)})
+        elif kind < 0.95:
+            messages.append({"role": "agent", "content": f"note {n}"})
+        else:
+            messages.append({"role": "system", "content": f"old prompt {n}"})
+        if rng.random() < 0.07:
+            messages[-1]["include_in_messages"] = False
+    return messages
+
+
+def assert_size_is_exact(session: Session):
+    session.refresh_from_db()
+    full = layout_model_input(session).tokens
+    assert session.input_tokens == full
+    assert build_model_input(session).tokens == full
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_input_tokens_stay_exact_through_appends_flags_and_checkpoints(project, append, seed):
+    rng = random.Random(seed)
+    messages = random_conversation(rng, 120)
+    key = f"bookkeeping-{seed}"
+    position = 0
+    while position < len(messages):
+        size = rng.choice([1, 1, 2, 3, 5, 8, 13])
+        append(key, messages[position:position + size])
+        position += size
+        session = Session.objects.get(project=project, key=key)
+        assert_size_is_exact(session)
+        roll = rng.random()
+        if roll < 0.08:
+            compact(session, force=True, keep_recent_tokens=rng.choice([20, 60, 200]))
+            assert_size_is_exact(session)
+        elif roll < 0.14 and session.message_count:
+            seq = rng.randint(1, session.message_count)
+            update_message(project, key, seq, {"include_in_messages": rng.random() < 0.5})
+            assert_size_is_exact(session)
