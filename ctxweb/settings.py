@@ -64,7 +64,6 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_htmx",
@@ -75,7 +74,6 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "sessions.middleware.ApiRequestSizeLimit",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -134,6 +132,11 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+if not DEBUG:
+    # Deployments serve the collected static files themselves (collectstatic, then WhiteNoise);
+    # development lets runserver serve them from the apps.
+    MIDDLEWARE.insert(MIDDLEWARE.index("sessions.middleware.ApiRequestSizeLimit") + 1,
+                      "whitenoise.middleware.WhiteNoiseMiddleware")
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router
+from ninja.responses import Status
 
 from . import schemas as s
 from .append import append_messages
@@ -153,12 +154,12 @@ def dump_messages(messages: list[s.MessageIn]) -> list[dict]:
 def put_session(request, key: str, body: s.SessionIn):
     data = body.model_dump(exclude_unset=True)
     session, created = update_session(project(request), key, data, actor(request))
-    return (201 if created else 200), session_out(session)
+    return Status(201 if created else 200, session_out(session))
 
 
 @router.get("/sessions/{key}", response={200: s.SessionOut, **ERRORS}, summary="One session with its counts")
 def get_one_session(request, key: str):
-    return 200, session_out(get_session(project(request), key))
+    return session_out(get_session(project(request), key))
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
@@ -188,7 +189,7 @@ def list_sessions(
         qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))
     page = list(qs.order_by("-last_activity_at", "-pk")[: limit + 1])
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
-    return 200, {"items": [session_out(x) for x in page[:limit]], "next_cursor": next_cursor}
+    return {"items": [session_out(x) for x in page[:limit]], "next_cursor": next_cursor}
 
 
 # --- messages ------------------------------------------------------------------------------------
@@ -200,7 +201,7 @@ def append(request, key: str, body: s.AppendIn):
     check_key(key)
     result = append_messages(project(request), key, dump_messages(body.messages), actor(request))
     outcome = compact_if_needed(result.session, actor(request)) if result.stored_count else None
-    return 200, {
+    return {
         "session": result.session.key,
         "session_created": result.session_created,
         "messages": appended_out(result.messages),
@@ -213,14 +214,14 @@ def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), li
     session = get_session(project(request), key)
     page = list(session.messages.filter(seq__gt=after).order_by("seq")[:limit])
     next_after = page[-1].seq if len(page) == limit and page[-1].seq < session.message_count else None
-    return 200, {"items": [message_out(m) for m in page], "next_after": next_after}
+    return {"items": [message_out(m) for m in page], "next_after": next_after}
 
 
 @router.patch("/sessions/{key}/messages/{seq}", response={200: s.MessageOut, **ERRORS},
               summary="Change include_in_messages and/or attributes of a stored message")
 def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
     message = update_message(project(request), key, seq, body.model_dump(exclude_unset=True), actor(request))
-    return 200, message_out(message)
+    return message_out(message)
 
 
 # --- model input, compaction, tokens, requests ---------------------------------------------------
@@ -232,7 +233,7 @@ def model_input(
     request, key: str, format: s.FormatName = "ctxweb", as_of: int | None = Query(None, ge=0, le=2_000_000_000)
 ):
     session = get_session(project(request), key)
-    return 200, model_input_out(build_model_input(session, as_of=as_of), format)
+    return model_input_out(build_model_input(session, as_of=as_of), format)
 
 
 @router.post("/sessions/{key}/compact", response={200: s.CompactionOut, **ERRORS}, summary="Request compaction")
@@ -247,13 +248,13 @@ def request_compaction(request, key: str, body: s.CompactIn):
         summarizer=body.summarizer,
         actor=actor(request),
     )
-    return 200, compaction_out(outcome)
+    return compaction_out(outcome)
 
 
 @router.post("/tokens", response={200: s.TokensOut, **ERRORS}, summary="Count tokens of an OpenAI-format message list")
 def count_tokens(request, body: s.TokensIn):
     total, per_message = count_openai_messages(body.messages)
-    return 200, {"total": total, "messages": per_message}
+    return {"total": total, "messages": per_message}
 
 
 @router.post("/sessions/{key}/requests", response={200: s.RequestOut, **WRITE_ERRORS},
@@ -264,7 +265,7 @@ def build_next_request(request, key: str, body: s.RequestIn):
         project(request), key, instructions=body.instructions, messages=dump_messages(body.messages),
         fmt=body.format, actor=actor(request),
     )
-    return 200, {
+    return {
         "model_input": model_input_out(built.model_input, body.format),
         "stored": appended_out(built.appended.messages) if built.appended else [],
         "compaction": compaction_out(built.compaction),
@@ -278,7 +279,7 @@ def build_next_request(request, key: str, body: s.RequestIn):
 @router.get("/sessions/{key}/checkpoints", response={200: s.CheckpointListOut, **ERRORS}, summary="Checkpoints, newest first")
 def list_checkpoints(request, key: str):
     session = get_session(project(request), key)
-    return 200, {"items": [checkpoint_out(c) for c in session.checkpoints.order_by("-last_seq")]}
+    return {"items": [checkpoint_out(c) for c in session.checkpoints.order_by("-last_seq")]}
 
 
 @router.get("/sessions/{key}/events", response={200: s.EventListOut, **ERRORS},
@@ -295,7 +296,7 @@ def list_events(
     if type:
         qs = qs.filter(type__startswith=type) if type.endswith("_") else qs.filter(type=type)
     page = list(qs.order_by("pk")[:limit])
-    return 200, {"items": [event_out(e) for e in page], "next_after": page[-1].pk if len(page) == limit else None}
+    return {"items": [event_out(e) for e in page], "next_after": page[-1].pk if len(page) == limit else None}
 
 
 EXPORT_RESPONSES = {

@@ -13,6 +13,9 @@ from django.utils.safestring import SafeString, mark_safe
 from .models import Message
 
 WORD = re.compile(r"\w+", re.UNICODE)
+# Not highlighted on their own when the query has other words (full-text search ignores them too).
+STOP_WORDS = {"a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it", "of", "on",
+              "or", "that", "the", "this", "to", "was", "with"}
 SNIPPET = 220
 MAX_TERMS = 12
 
@@ -63,11 +66,13 @@ def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
     """(FROM clause, text-match condition, rank expression, params) for this database."""
     vendor = connection.vendor
     if vendor == "postgresql":
+        # Angle brackets are blanked first: the default parser reads "<thinking>" as an HTML tag and
+        # would not index the word. The GIN index (migration 0006) is on the same expression.
         return (
             "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, "
             "websearch_to_tsquery('english', %s) q",
-            "to_tsvector('english', m.text) @@ q",
-            "ts_rank_cd(to_tsvector('english', m.text), q) DESC",
+            "to_tsvector('english', translate(m.text, '<>', '  ')) @@ q",
+            "ts_rank_cd(to_tsvector('english', translate(m.text, '<>', '  ')), q) DESC",
             [query],
         )
     if vendor == "sqlite":
@@ -121,7 +126,10 @@ def session_ids_matching(query: str, project_ids: list[int], limit: int = 5000) 
 def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> SafeString:
     """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>."""
     phrase = " ".join(query.split())
-    words = sorted({t for t in terms if t}, key=len, reverse=True)
+    words = {t for t in terms if t}
+    if words - STOP_WORDS:
+        words -= STOP_WORDS
+    words = sorted(words, key=len, reverse=True)
     patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
     patterns += [r"\b" + re.escape(w) + r"\w*" for w in words]
     if not patterns:

@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -146,7 +146,8 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
     target = _int(request.GET.get("seq"), maximum=session.message_count)
-    view = session_view(session, as_of=as_of, around=target)
+    # "As of" opens the raw log where that input ended, unless a message was asked for.
+    view = session_view(session, as_of=as_of, around=target if target is not None else as_of)
     events = list(session.events.order_by("-pk")[:EVENTS_PAGE])
     return render(request, "sessions/detail.html", {
         "session_notes": session.notes.select_related("author").order_by("created_at"),
@@ -154,6 +155,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "session": session,
         "perms": access.permissions(request.user, session.project),
         "as_of": as_of,
+        "as_of_checkpoint": _int(request.GET.get("as_of_checkpoint")),
         "target": target,
         "events": events,
         "more_events": len(events) == EVENTS_PAGE,
@@ -219,8 +221,11 @@ def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse
 @require_GET
 def events_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key)
-    before = _int(request.GET.get("before"), 0)
-    events = list(session.events.filter(pk__lt=before).order_by("-pk")[:EVENTS_PAGE])
+    before = _int(request.GET.get("before"), maximum=2**62)
+    events = session.events.all()
+    if before is not None:
+        events = events.filter(pk__lt=before)
+    events = list(events.order_by("-pk")[:EVENTS_PAGE])
     return render(request, "sessions/_events.html", {
         "session": session, "events": events, "more_events": len(events) == EVENTS_PAGE,
     })
@@ -317,6 +322,8 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
 @require_POST
 def toggle_include(request: HttpRequest, project: str, key: str, seq: int) -> HttpResponse:
     session = access.get_session_for(request.user, project, key, "edit_messages")
+    if request.POST.get("include") not in ("0", "1"):
+        return HttpResponseBadRequest("include must be 0 or 1")
     include = request.POST.get("include") == "1"
     try:
         update_message(session.project, session.key, seq, {"include_in_messages": include}, actor(request))

@@ -58,10 +58,17 @@
     if (cp && !pinned) { clearHighlights(); onCheckpointEnter(cp); }
   });
 
-  function jump(seq, href) {
+  function jump(seq, href, callId) {
     var target = document.getElementById("m-" + seq);
     if (!target) { window.location.href = href; return; }
-    target.scrollIntoView({ behavior: "smooth", block: "center" });
+    // A tall message with many tool calls: land on the call itself, not the middle of the message.
+    var call = null;
+    if (callId) {
+      target.querySelectorAll(".tool-call[data-call-id]").forEach(function (el) {
+        if (el.getAttribute("data-call-id") === callId) { call = el; }
+      });
+    }
+    (call || target).scrollIntoView({ behavior: "smooth", block: call ? "center" : "start" });
     target.classList.remove("flash");
     void target.offsetWidth;
     target.classList.add("flash", "selected");
@@ -72,7 +79,7 @@
     var link = event.target.closest("a[data-jump]");
     if (link) {
       event.preventDefault();
-      jump(link.getAttribute("data-jump"), link.getAttribute("href"));
+      jump(link.getAttribute("data-jump"), link.getAttribute("href"), link.getAttribute("data-call"));
       return;
     }
     var cp = event.target.closest("[data-covers]");

@@ -22,7 +22,7 @@ SQLITE_DOWN = [
     "DROP TABLE IF EXISTS ctx_message_fts",
 ]
 POSTGRES_UP = [
-    "CREATE INDEX IF NOT EXISTS message_text_search ON ctx_sessions_message USING gin (to_tsvector('english', text))",
+    "CREATE INDEX IF NOT EXISTS message_text_search ON ctx_sessions_message USING gin (to_tsvector('english', translate(text, '<>', '  ')))",
 ]
 POSTGRES_DOWN = ["DROP INDEX IF EXISTS message_text_search"]
 

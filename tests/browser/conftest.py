@@ -1,0 +1,157 @@
+"""Browser tests: headless Chromium (Debian's /usr/bin/chromium) driven by Playwright's sync API
+against pytest-django's `live_server` (the app in a thread on 127.0.0.1).
+
+Fixtures: `browser` (one Chromium per package run), `page` (a fresh context per test), `users`
+(a superuser "admin" and a project member "viewer" with role viewer), `login` (logs a page in through
+the /login/ form), `demo` (sessions.demo.load_demo) and `shot` (saves a screenshot into
+test-artifacts/screenshots/ at the repository root; a failed test also leaves FAILED-<test>.png there).
+
+Data is created with the domain functions (append, compact, load_demo). The live server runs in
+another thread, so every test uses a transactional database (`transactional_db`, pulled in by the
+`users` fixture) to make the rows visible to it.
+"""
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from sessions.demo import load_demo
+from sessions.members import set_member
+from sessions.models import Project
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PASSWORD = "browser-test-password-1"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+
+
+def find_chromium() -> str | None:
+    found = shutil.which("chromium")
+    if found:
+        return found
+    return "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None
+
+
+@pytest.fixture(scope="package")
+def playwright_runtime():
+    chromium = find_chromium()
+    if chromium is None:
+        message = "Chromium not found: apt-get install chromium"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an asyncio event loop in this thread from start() to stop(). Django
+    # refuses ORM calls on a thread with a running event loop (SynchronousOnlyOperation), although
+    # here nothing is actually async: the test creates its data and the database is flushed between
+    # tests on this thread while the loop merely exists. So allow it, but only while Playwright runs,
+    # and restore the previous value afterwards so the rest of the suite keeps Django's check.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    runtime = sync_playwright().start()
+    try:
+        yield runtime, chromium
+    finally:
+        runtime.stop()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="package")
+def browser(playwright_runtime):
+    runtime, chromium = playwright_runtime
+    instance = runtime.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+    yield instance
+    instance.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.js_errors = errors  # tests may assert on uncaught script errors
+    yield page
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        with contextlib.suppress(Exception):
+            save_screenshot(page, f"FAILED-{request.node.name}", full_page=True)
+    context.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.rep_call = report
+    return report
+
+
+def save_screenshot(page, name: str, *, full_page: bool = False) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+@pytest.fixture
+def shot():
+    """shot(page, "name", full_page=False) -> path of test-artifacts/screenshots/name.png"""
+    return save_screenshot
+
+
+@pytest.fixture
+def project(transactional_db):
+    return Project.objects.get_or_create(name="default", defaults={"title": "Default project"})[0]
+
+
+@pytest.fixture
+def users(transactional_db, project):
+    """A superuser and a viewer of the default project; both log in with PASSWORD."""
+    User = get_user_model()
+    admin = User.objects.create_superuser("admin", "admin@example.com", PASSWORD)
+    viewer = User.objects.create_user("viewer", "viewer@example.com", PASSWORD)
+    set_member(project, "viewer", "viewer")
+    return {"admin": admin, "viewer": viewer}
+
+
+@pytest.fixture
+def demo(project):
+    """The demo data set (sessions.demo.load_demo, about 5 s); returns the default project."""
+    load_demo()
+    return project
+
+
+def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
+    page.goto(base_url + "/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    with page.expect_navigation():
+        page.click("form button[type=submit]")
+    assert "/login/" not in page.url, f"login as {username} failed: still on {page.url}"
+
+
+@pytest.fixture
+def login(live_server, users):
+    """login(page, "admin" | "viewer") logs the page's context in through the /login/ form."""
+
+    def _login(page, username: str = "admin"):
+        log_in(page, live_server.url, username)
+        return page
+
+    return _login

@@ -1,0 +1,22 @@
+"""Small helpers shared by the browser tests."""
+
+import re
+
+
+def has_class(cls: str) -> re.Pattern:
+    """For expect(...).to_have_class(): the class attribute contains `cls` as one of its classes."""
+    return re.compile(rf"(^|\s){re.escape(cls)}(\s|$)")
+
+
+def raw_seqs(page) -> list[int]:
+    """The seqs of the raw-log messages on the page, in document order."""
+    return page.eval_on_selector_all(".raw-log .msg[data-seq]", "els => els.map(e => Number(e.dataset.seq))")
+
+
+def mark_page(page) -> None:
+    """Set a marker on the window; `page_was_reloaded` tells whether it is gone."""
+    page.evaluate("window.__ctxwebTestMarker = true")
+
+
+def page_was_reloaded(page) -> bool:
+    return not page.evaluate("window.__ctxwebTestMarker === true")

@@ -1,0 +1,137 @@
+"""The API keys page (SPEC §5, §6): admins create keys (the secret shown once, stored as a hash) and
+revoke them; other roles manage no keys."""
+
+import hashlib
+
+import pytest
+from django.urls import reverse
+
+from sessions.api_keys import create_api_key
+from sessions.models import ApiKey
+
+from .dom import parse
+
+PAGE = reverse("api_keys")
+
+
+def create(client, project="default", name="support-bot"):
+    return client.post(PAGE, {"project": project, "name": name})
+
+
+def shown_secret(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return parse(response).one("code", id="new-secret").text()
+
+
+def test_an_admin_sees_the_page_with_a_create_form(admin_client):
+    doc = parse(admin_client.get(PAGE))
+    form = doc.one("form", action=PAGE)
+    assert [o.text() for o in form.one("select", name="project").find_all("option")] == ["default"]
+
+
+def test_an_admin_creates_a_key_and_sees_its_secret_once(admin_client, admin_user):
+    response = create(admin_client)
+    secret = shown_secret(response)
+    key = ApiKey.objects.get(name="support-bot")
+    assert key.project.name == "default"
+    assert key.created_by == admin_user
+    assert key.secret_hash != secret
+    assert key.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret.startswith(key.prefix)
+    assert not ApiKey.objects.filter(secret_hash=secret).exists()
+    again = admin_client.get(PAGE)
+    assert secret.encode() not in again.content
+    assert parse(again).find(id="new-secret") is None
+    row = next(tr for tr in parse(again).find_all("tr") if "support-bot" in tr.text())
+    assert key.prefix in row.text() and "active" in row.text()
+
+
+def test_the_created_secret_works_against_the_api(admin_client, story):
+    secret = shown_secret(create(admin_client))
+    response = admin_client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {secret}"})
+    assert response.status_code == 200, response.content[:300]
+    assert "story" in response.content.decode()
+
+
+def test_a_key_needs_a_name(admin_client):
+    response = create(admin_client, name="   ")
+    assert response.status_code == 200
+    assert ApiKey.objects.count() == 0
+    assert parse(response).find(id="new-secret") is None
+    assert "name" in parse(response).one(cls="flash").text()
+
+
+def test_an_admin_revokes_a_key_and_the_api_then_refuses_it(admin_client, project, story):
+    key, secret = create_api_key(project, "old-app")
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert admin_client.get("/api/v1/sessions", headers=auth).status_code == 200
+    response = admin_client.post(reverse("api_key_revoke", args=[key.pk]))
+    assert response.status_code == 302
+    assert response["Location"] == PAGE
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert admin_client.get("/api/v1/sessions", headers=auth).status_code == 401
+    row = next(tr for tr in parse(admin_client.get(PAGE)).find_all("tr") if "old-app" in tr.text())
+    assert "revoked" in row.text()
+    assert row.find("form") is None
+
+
+def test_revoking_twice_keeps_the_first_revocation_time(admin_client, project):
+    key, _ = create_api_key(project, "old-app")
+    admin_client.post(reverse("api_key_revoke", args=[key.pk]))
+    key.refresh_from_db()
+    first = key.revoked_at
+    admin_client.post(reverse("api_key_revoke", args=[key.pk]))
+    key.refresh_from_db()
+    assert key.revoked_at == first
+
+
+def test_revoke_must_be_a_post(admin_client, project):
+    key, _ = create_api_key(project, "old-app")
+    assert admin_client.get(reverse("api_key_revoke", args=[key.pk])).status_code == 405
+    key.refresh_from_db()
+    assert key.revoked_at is None
+
+
+def test_revoking_an_unknown_key_is_404(admin_client):
+    assert admin_client.post(reverse("api_key_revoke", args=[999_999])).status_code == 404
+
+
+@pytest.mark.parametrize("who", ["viewer_client", "editor_client"])
+def test_viewers_and_editors_get_404_on_the_page_they_manage_no_keys(request, who, project):
+    client = request.getfixturevalue(who)
+    assert client.get(PAGE).status_code == 404
+    assert create(client).status_code == 404
+    assert ApiKey.objects.count() == 0
+    nav = parse(client.get(reverse("sessions"))).one("header", cls="topbar").one("nav")
+    assert PAGE not in [a.get("href") for a in nav.find_all("a")]
+
+
+@pytest.mark.parametrize("who", ["viewer_client", "editor_client"])
+def test_viewers_and_editors_cannot_revoke(request, who, project):
+    client = request.getfixturevalue(who)
+    key, _ = create_api_key(project, "app")
+    assert client.post(reverse("api_key_revoke", args=[key.pk])).status_code in (403, 404)
+    key.refresh_from_db()
+    assert key.revoked_at is None
+
+
+def test_an_admin_of_one_project_cannot_create_or_revoke_keys_of_another(admin_client, other_project):
+    assert create(admin_client, project="other").status_code == 404
+    assert not ApiKey.objects.filter(project=other_project).exists()
+    key, _ = create_api_key(other_project, "their-app")
+    assert admin_client.post(reverse("api_key_revoke", args=[key.pk])).status_code == 404
+    key.refresh_from_db()
+    assert key.revoked_at is None
+    assert b"their-app" not in admin_client.get(PAGE).content
+
+
+def test_an_admin_sees_the_api_keys_link(admin_client):
+    nav = parse(admin_client.get(reverse("sessions"))).one("header", cls="topbar").one("nav")
+    assert PAGE in [a.get("href") for a in nav.find_all("a")]
+
+
+def test_a_superuser_manages_every_projects_keys(superuser_client, other_project):
+    secret = shown_secret(create(superuser_client, project="other", name="theirs"))
+    assert ApiKey.objects.get(name="theirs").project == other_project
+    assert secret

@@ -1,0 +1,236 @@
+"""Search across transcripts down to the message (SPEC §6), on SQLite FTS5 and PostgreSQL full-text:
+exact phrase first, filters, escaped highlighting, tenant isolation, links, the htmx fragment."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.urls import reverse
+
+from sessions.append import append_messages
+from sessions.compaction import compact
+from sessions.models import Message, Session
+from sessions.search import SearchFilters, search_messages
+
+from .dom import parse
+
+SEARCH = reverse("search")
+PHRASE = "The checked bag fee is 35 dollars for this route."
+APART = "Your bag was weighed at the bag drop, then checked, checked and checked again before the bag left."
+SCRIPT = "<script>alert(1)</script> checked bag"
+
+
+@pytest.fixture
+def corpus(project, other_project):
+    """Messages about checked bags in several sessions and both projects; returns {name: Message}."""
+    append_messages(project, "bags", [
+        {"role": "user", "content": PHRASE},
+        {"role": "assistant", "content": APART},
+        {"role": "user", "content": "Nothing about luggage here."},
+    ], "test")
+    append_messages(project, "old-bags", [
+        {"role": "user", "content": "Back in January: is a checked bag included?", "created_at": "2024-01-10T10:00:00Z"},
+    ], "test")
+    append_messages(project, "compacted", [
+        {"role": "user", "content": "First question about a checked bag allowance " + "word " * 60},
+        {"role": "assistant", "content": "First answer " + "word " * 60},
+        {"role": "user", "content": "Second question, no luggage."},
+    ], "test")
+    compacted = Session.objects.get(project=project, key="compacted")
+    assert compact(compacted, force=True, keep_recent_tokens=1, summary="A question about bags.").status == "completed"
+    append_messages(project, "scripted", [{"role": "user", "content": SCRIPT}], "test")
+    append_messages(other_project, "secret", [
+        {"role": "user", "content": "Other project: my checked bag went to Oslo."},
+    ], "test")
+
+    def get(key, seq):
+        return Message.objects.get(session__key=key, seq=seq)
+
+    return {
+        "phrase": get("bags", 1), "apart": get("bags", 2), "old": get("old-bags", 1),
+        "compacted": get("compacted", 1), "script": get("scripted", 1), "secret": get("secret", 1),
+    }
+
+
+def hits(response):
+    """(session key, seq) of every hit, in order."""
+    assert response.status_code == 200, response.status_code
+    results = parse(response).one(id="search-results")
+    found = []
+    for li in results.find_all("li", cls="hit"):
+        key, seq = li.one("a", cls="key").text().split(" #")
+        found.append((key, int(seq)))
+    return found
+
+
+def ident(message):
+    return (message.session.key, message.seq)
+
+
+def test_the_message_with_the_exact_phrase_ranks_first(viewer_client, corpus):
+    found = hits(viewer_client.get(SEARCH, {"q": "checked bag"}))
+    assert ident(corpus["apart"]) in found
+    exact = [ident(corpus[n]) for n in ("phrase", "old", "compacted", "script")]
+    assert set(found[:len(exact)]) == set(exact)
+    assert found.index(ident(corpus["phrase"])) < found.index(ident(corpus["apart"]))
+
+
+def test_an_exact_hit_is_labelled(viewer_client, corpus):
+    results = parse(viewer_client.get(SEARCH, {"q": "checked bag"})).one(id="search-results")
+    for li in results.find_all("li", cls="hit"):
+        key, seq = li.one("a", cls="key").text().split(" #")
+        assert ("exact phrase" in li.text()) == ((key, int(seq)) != ident(corpus["apart"])), li.text()
+
+
+def test_search_messages_ranks_the_exact_phrase_first(corpus, project):
+    result = search_messages("checked bag", SearchFilters(project_ids=[project.pk]))
+    assert result[0].exact
+    assert [h.message for h in result].index(corpus["phrase"]) < [h.message for h in result].index(corpus["apart"])
+    apart = next(h for h in result if h.message == corpus["apart"])
+    assert not apart.exact
+    assert all(h.message.session.project_id == project.pk for h in result)
+
+
+def test_search_messages_with_nothing_to_search_returns_nothing(corpus, project):
+    assert search_messages("", SearchFilters(project_ids=[project.pk])) == []
+    assert search_messages("   ", SearchFilters(project_ids=[project.pk])) == []
+    assert search_messages("!!!", SearchFilters(project_ids=[project.pk])) == []
+    assert search_messages("checked bag", SearchFilters(project_ids=[])) == []
+
+
+def test_search_messages_survives_query_syntax(corpus, project):
+    for query in ('"checked', "checked OR", "bag*", "NEAR(checked bag)", "checked -bag", "bag's", "a:b", "'); --"):
+        search_messages(query, SearchFilters(project_ids=[project.pk]))
+
+
+def test_query_syntax_in_the_search_box_never_fails(viewer_client, corpus):
+    for query in ('"checked', "checked OR", "bag*", "NEAR(checked bag)", "checked -bag", "(", "'); --", "%", "_"):
+        assert viewer_client.get(SEARCH, {"q": query}).status_code == 200, query
+
+
+def test_the_project_filter_narrows_the_results(superuser_client, corpus):
+    everything = hits(superuser_client.get(SEARCH, {"q": "checked bag"}))
+    assert ident(corpus["secret"]) in everything and ident(corpus["phrase"]) in everything
+    assert hits(superuser_client.get(SEARCH, {"q": "checked bag", "project": "other"})) == [ident(corpus["secret"])]
+    assert ident(corpus["secret"]) not in hits(superuser_client.get(SEARCH, {"q": "checked bag", "project": "default"}))
+
+
+def test_the_role_filter_narrows_the_results(viewer_client, corpus):
+    assert hits(viewer_client.get(SEARCH, {"q": "checked bag", "role": "assistant"})) == [ident(corpus["apart"])]
+    users = hits(viewer_client.get(SEARCH, {"q": "checked bag", "role": "user"}))
+    assert ident(corpus["apart"]) not in users and ident(corpus["phrase"]) in users
+
+
+def test_the_date_range_narrows_the_results(viewer_client, corpus):
+    assert hits(viewer_client.get(SEARCH, {"q": "checked bag", "from": "2024-01-01", "to": "2024-01-31"})) == [ident(corpus["old"])]
+    recent = hits(viewer_client.get(SEARCH, {"q": "checked bag", "from": "2024-02-01"}))
+    assert ident(corpus["old"]) not in recent and ident(corpus["phrase"]) in recent
+    assert hits(viewer_client.get(SEARCH, {"q": "checked bag", "to": "2024-01-09"})) == []
+
+
+def test_the_has_checkpoint_filter_narrows_the_results(viewer_client, corpus):
+    assert hits(viewer_client.get(SEARCH, {"q": "checked bag", "has_checkpoint": "1"})) == [ident(corpus["compacted"])]
+
+
+def test_search_messages_applies_every_filter(corpus, project):
+    filters = SearchFilters(project_ids=[project.pk], role="user", since=datetime(2024, 1, 1, tzinfo=UTC),
+                            until=datetime(2024, 1, 31, tzinfo=UTC))
+    assert [h.message for h in search_messages("checked bag", filters)] == [corpus["old"]]
+    assert [h.message for h in search_messages("checked bag", SearchFilters([project.pk], has_checkpoint=True))] == [corpus["compacted"]]
+
+
+def test_highlighting_escapes_the_content_and_marks_the_terms(viewer_client, corpus):
+    response = viewer_client.get(SEARCH, {"q": "checked bag"})
+    page = response.content.decode()
+    assert "<script>alert(1)</script>" not in page
+    results = parse(response).one(id="search-results")
+    li = next(li for li in results.find_all("li", cls="hit") if li.one("a", cls="key").text() == "scripted #1")
+    snippet = li.one(cls="snippet")
+    assert snippet.find("script") is None
+    assert "<script>alert(1)</script>" in snippet.text()  # shown as text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert [m.text().lower() for m in snippet.find_all("mark")][0].startswith("checked")
+    for script in parse(response).find_all("script"):
+        assert script.get("src"), "an inline script on the search page"
+
+
+def test_search_messages_returns_an_escaped_snippet(corpus, project):
+    hit = next(h for h in search_messages("checked", SearchFilters([project.pk])) if h.message == corpus["script"])
+    assert str(hit.snippet).startswith("&lt;script&gt;alert(1)&lt;/script&gt; <mark>checked</mark>")
+    assert "<script>" not in str(hit.snippet)
+
+
+def test_a_query_that_looks_like_html_is_escaped_on_the_page(viewer_client, corpus):
+    response = viewer_client.get(SEARCH, {"q": "<script>alert(1)</script> checked"})
+    assert response.status_code == 200
+    for script in parse(response).find_all("script"):
+        assert script.get("src")
+    assert "<script>alert(1)</script>" not in response.content.decode()
+
+
+def test_a_project_the_user_is_not_in_never_appears(viewer_client, outsider_client, corpus):
+    assert ident(corpus["secret"]) not in hits(viewer_client.get(SEARCH, {"q": "checked bag"}))
+    assert hits(viewer_client.get(SEARCH, {"q": "Oslo"})) == []
+    assert hits(viewer_client.get(SEARCH, {"q": "Oslo", "project": "other"})) == []
+    assert hits(outsider_client.get(SEARCH, {"q": "checked bag"})) == [ident(corpus["secret"])]
+    assert hits(outsider_client.get(SEARCH, {"q": "checked bag", "project": "default"})) == []
+
+
+def test_a_user_without_projects_finds_nothing(make_user, corpus):
+    from .conftest import make_client
+
+    assert hits(make_client(make_user("nobody")).get(SEARCH, {"q": "checked bag"})) == []
+
+
+def test_results_link_to_the_message_on_the_session_page(viewer_client, corpus):
+    results = parse(viewer_client.get(SEARCH, {"q": "checked bag"})).one(id="search-results")
+    for li in results.find_all("li", cls="hit"):
+        link = li.one("a", cls="key")
+        key, seq = link.text().split(" #")
+        assert link.get("href") == f"/p/default/s/{key}/?seq={seq}#m-{seq}"
+    phrase = corpus["phrase"]
+    page = parse(viewer_client.get(f"/p/default/s/bags/?seq={phrase.seq}"))
+    assert "target" in page.one("article", id=f"m-{phrase.seq}").classes
+
+
+def test_an_htmx_request_for_the_results_gets_only_the_fragment(viewer_client, corpus):
+    response = viewer_client.get(SEARCH, {"q": "checked bag"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="search-results")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert text.lstrip().startswith('<div id="search-results">')
+    assert "<html" not in text and "<form" not in text
+    assert ident(corpus["phrase"]) in hits(response)
+
+
+def test_the_search_page_without_a_query_shows_the_form(viewer_client, corpus):
+    doc = parse(viewer_client.get(SEARCH))
+    form = doc.one("form", cls="filters")
+    names = {e.get("name") for e in form.iter() if e.get("name")}
+    assert {"q", "project", "role", "from", "to", "has_checkpoint"} <= names
+    assert doc.one(id="search-results").find("li") is None
+
+
+def test_words_written_inside_angle_brackets_are_found_on_every_database(viewer_client, project):
+    """LLM transcripts are full of XML-style tags (<thinking>, <tool_call>); their words are words."""
+    append_messages(project, "tags", [
+        {"role": "assistant", "content": "<thinking>refund the customer</thinking> Your refund is on its way."},
+    ], "test")
+    assert hits(viewer_client.get(SEARCH, {"q": "thinking"})) == [("tags", 1)]
+    assert [h.message.seq for h in search_messages("thinking", SearchFilters([project.pk]))] == [1]
+
+
+def test_a_message_appended_later_is_found(viewer_client, corpus, project):
+    assert hits(viewer_client.get(SEARCH, {"q": "zeppelin"})) == []
+    append_messages(project, "bags", [{"role": "user", "content": "Can I bring a zeppelin model?"}], "test")
+    assert hits(viewer_client.get(SEARCH, {"q": "zeppelin"})) == [("bags", 4)]
+
+
+def test_the_database_in_use_has_its_full_text_index(db):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE name = 'ctx_message_fts'")
+        else:
+            assert connection.vendor == "postgresql"
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE indexname = 'message_text_search'")
+        assert cursor.fetchone() is not None
