@@ -101,7 +101,11 @@ def get_api_key_for(user, key_id: int, action: str = "manage_keys") -> ApiKey:
 
 
 def manages_keys(user) -> bool:
-    return any(RANK[role] >= RANK[Role.ADMIN] for role in roles_of(user).values())
+    return any(RANK[role] >= RANK[ACTIONS["manage_keys"]] for role in roles_of(user).values())
+
+
+def imports_anywhere(user) -> bool:
+    return any(RANK[role] >= RANK[ACTIONS["import"]] for role in roles_of(user).values())
 
 
 def get_note_for(user, session: Session, note_id: int):

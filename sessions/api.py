@@ -21,7 +21,7 @@ from .model_input import build_model_input
 from .models import Event, Session
 from .requests import build_request
 from .store import check_key, get_session, update_session
-from .validation import count_openai_messages
+from .validation import count_openai_messages, to_utc
 
 router = Router(tags=["sessions"])
 
@@ -163,11 +163,15 @@ def get_one_session(request, key: str):
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    invalid = DomainError("cursor is not valid; use next_cursor from the previous page", code="invalid_cursor")
     try:
         stamp, pk = base64.urlsafe_b64decode(cursor.encode() + b"==").decode().split("|")
-        return datetime.fromisoformat(stamp), int(pk)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise DomainError("cursor is not valid; use next_cursor from the previous page", code="invalid_cursor") from None
+        stamp, pk = datetime.fromisoformat(stamp), int(pk)
+        if stamp.tzinfo is None or not 0 < pk < 2**63:
+            raise invalid
+        return to_utc(stamp, None, "cursor"), pk
+    except (ValueError, UnicodeDecodeError, binascii.Error, OverflowError, DomainError):
+        raise invalid from None
 
 
 def _encode_cursor(session: Session) -> str:

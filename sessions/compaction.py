@@ -13,9 +13,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from .checkpoints import store_checkpoint
 from .errors import DomainError
 from .events import record
-from .model_input import measure_model_input, refresh_input_tokens, summary_message_tokens
+from .model_input import measure_model_input, summary_message_tokens
 from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
 from .store import SUMMARIZER_NAMES
 from .summarizers import SummarizerError, get_summarizer
@@ -104,11 +105,13 @@ def resolve_settings(session: Session, max_tokens=None, keep_recent_tokens=None,
     )
 
 
-def plan_compaction(session: Session, compaction: CompactionSettings) -> Plan:
+def plan_compaction(session: Session, compaction: CompactionSettings, pending_turn_tokens: int | None = None) -> Plan:
     """Split the visible messages after the latest checkpoint into turns and choose what to cover.
 
     The current turn is always kept; older turns are kept whole, newest first, while the kept total
     stays within keep_recent_tokens; the first that does not fit and everything before it is covered.
+    `pending_turn_tokens`: a request's unpersisted messages start a new turn of that size, which is
+    then the current turn (every stored turn is older).
     """
     measure = measure_model_input(session)
     plan = Plan(compaction, measure.tokens, measure.checkpoint)
@@ -119,12 +122,16 @@ def plan_compaction(session: Session, compaction: CompactionSettings) -> Plan:
         if row.role == Role.USER or not turns:
             turns.append([])
         turns[-1].append(row)
+    if pending_turn_tokens is not None:
+        turns.append([])  # the request's own turn: nothing stored in it
     plan.turns = len(turns)
     if len(turns) < 2:
         return plan
     kept = measure.kept_tokens
 
     def cost(turn):
+        if not turn:
+            return pending_turn_tokens or 0
         return sum(kept[row.seq] for row in turn)
 
     first_kept = len(turns) - 1
@@ -140,7 +147,7 @@ def plan_compaction(session: Session, compaction: CompactionSettings) -> Plan:
         return plan
     covered = [row for turn in turns[:first_kept] for row in turn]
     plan.first_seq = (plan.base.last_seq if plan.base else 0) + 1
-    plan.last_seq = turns[first_kept][0].seq - 1
+    plan.last_seq = turns[first_kept][0].seq - 1 if turns[first_kept] else session.message_count
     plan.covered_seqs = [row.seq for row in covered if kept[row.seq] > 0]
     plan.covered_tokens = sum(kept[row.seq] for row in covered)
     return plan
@@ -185,11 +192,13 @@ def compact(
     summarizer: str | None = None,
     actor: str = "system",
     extra_tokens: int = 0,
+    extra_starts_turn: bool = False,
 ) -> Outcome:
     """Run compaction on `session` (SPEC §4.2). Automatic runs below the threshold record nothing.
 
     `extra_tokens` are the tokens of a request's unpersisted messages, which count towards the
-    threshold of that request (SPEC §5.9) but are never covered.
+    threshold of that request (SPEC §5.9) but are never covered; when they hold a user message
+    (`extra_starts_turn`) they are the current turn, so every stored turn may be covered.
     """
     compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
     if summary is not None:
@@ -201,7 +210,7 @@ def compact(
     # 1. Plan under the row lock, and record the start.
     with transaction.atomic():
         session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
-        plan = plan_compaction(session, compaction)
+        plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None)
         plan.tokens_before += extra_tokens
         if trigger == AUTO and not plan.over_threshold:
             return Outcome("not_run", plan)
@@ -249,30 +258,26 @@ def compact(
             )
             return Outcome("skipped", plan, reason="not_smaller", summary_tokens=summary_tokens, events=[started, event])
         try:
-            with transaction.atomic():
-                checkpoint = Checkpoint.objects.create(
-                    session=session,
-                    previous=plan.base,
-                    summary=summary,
-                    first_seq=plan.first_seq,
-                    last_seq=plan.last_seq,
-                    created_at_seq=session.message_count,
-                    summary_tokens=summary_tokens,
-                    replaced_tokens=plan.replaced_tokens,
-                    tokens_before=plan.tokens_before,
-                    summarizer=compaction.summarizer,
-                    trigger=trigger,
-                    created_at=timezone.now(),
-                )
+            checkpoint, tokens_after = store_checkpoint(
+                session,
+                extra_tokens=extra_tokens,
+                previous=plan.base,
+                summary=summary,
+                first_seq=plan.first_seq,
+                last_seq=plan.last_seq,
+                created_at_seq=session.message_count,
+                summary_tokens=summary_tokens,
+                replaced_tokens=plan.replaced_tokens,
+                tokens_before=plan.tokens_before,
+                summarizer=compaction.summarizer,
+                trigger=trigger,
+                created_at=timezone.now(),
+            )
         except IntegrityError:
             error = "another compaction extended the same checkpoint first; nothing changed"
             event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
             Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
             return Outcome("failed", plan, error=error, events=[started, event])
-        tokens_after = refresh_input_tokens(session, checkpoint) + extra_tokens
-        checkpoint.tokens_after = tokens_after
-        checkpoint.save(update_fields=["tokens_after"])
-        Session.objects.filter(pk=session.pk).update(checkpoint_count=F("checkpoint_count") + 1)
         outcome = Outcome("completed", plan, checkpoint=checkpoint, summary_tokens=summary_tokens, tokens_after=tokens_after)
         figures = outcome.figures()
         event = _event(
@@ -289,10 +294,12 @@ def compact(
         return outcome
 
 
-def compact_if_needed(session: Session, actor: str = "system", extra_tokens: int = 0) -> Outcome | None:
+def compact_if_needed(
+    session: Session, actor: str = "system", extra_tokens: int = 0, extra_starts_turn: bool = False
+) -> Outcome | None:
     """Automatic compaction after appends and request builds, when the session has it on and its
     model input is over max_tokens."""
     compaction = session.compaction_settings()
     if not compaction.auto or session.input_tokens + extra_tokens <= compaction.max_tokens:
         return None
-    return compact(session, trigger=AUTO, actor=actor, extra_tokens=extra_tokens)
+    return compact(session, trigger=AUTO, actor=actor, extra_tokens=extra_tokens, extra_starts_turn=extra_starts_turn)

@@ -6,4 +6,8 @@ def navigation(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    return {"nav_projects": access.projects_for(user), "can_manage_keys": access.manages_keys(user)}
+    return {
+        "nav_projects": access.projects_for(user),
+        "can_manage_keys": access.manages_keys(user),
+        "can_import": access.imports_anywhere(user),
+    }

@@ -10,7 +10,7 @@ from .append import AppendResult, append_messages, parse_batch
 from .compaction import Outcome, compact_if_needed
 from .events import record
 from .model_input import ModelInput, build_model_input
-from .models import Event, EventType, Project
+from .models import Event, EventType, Project, Role
 from .store import get_or_create_locked, update_session
 
 
@@ -36,7 +36,8 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
             session = appended.session
     unpersisted = [m for m in batch if not m.persist]
     extra_tokens = sum(m.tokens for m in unpersisted)
-    compaction = compact_if_needed(session, actor, extra_tokens)
+    starts_turn = any(m.role == Role.USER for m in unpersisted)
+    compaction = compact_if_needed(session, actor, extra_tokens, starts_turn)
     if compaction is not None:
         session.refresh_from_db()
     model_input = build_model_input(session, extra_messages=unpersisted)

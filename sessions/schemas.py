@@ -4,7 +4,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict
+from pydantic import ConfigDict, StrictBool
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
 FormatName = Literal["ctxweb", "openai", "anthropic"]
@@ -29,7 +29,7 @@ class ErrorOut(Schema):
 class CompactionSettingsIn(Strict):
     max_tokens: int | None = Field(None, ge=1, le=100_000_000, description="compact when the model input is over this")
     keep_recent_tokens: int | None = Field(None, ge=1, le=100_000_000, description="recent turns kept whole")
-    auto: bool | None = Field(None, description="compact automatically after appends and request builds")
+    auto: StrictBool | None = Field(None, description="compact automatically after appends and request builds")
     summarizer: SummarizerName | None = None
 
 
@@ -105,8 +105,8 @@ class MessageIn(Strict):
     tool_call_id: str | None = Field(None, max_length=200, description="tool only, required there")
     name: str | None = Field(None, max_length=200)
     attributes: dict[str, Any] | None = Field(None, description="application data, never sent to the model")
-    include_in_messages: bool = True
-    persist: bool = Field(True, description="false: do not store (requests only)")
+    include_in_messages: StrictBool = True
+    persist: StrictBool = Field(True, description="false: do not store (requests only)")
     id: str | None = Field(None, min_length=1, max_length=200, description="client id, unique in the session")
     created_at: datetime | None = Field(None, description="when importing history; server time otherwise")
 
@@ -192,7 +192,7 @@ class MessagePageOut(Schema):
 
 
 class MessagePatchIn(Strict):
-    include_in_messages: bool | None = None
+    include_in_messages: StrictBool | None = None
     attributes: dict[str, Any] | None = None
 
 
@@ -229,7 +229,7 @@ class ModelInputOut(Schema):
 class CompactIn(Strict):
     max_tokens: int | None = Field(None, ge=0, le=100_000_000)
     keep_recent_tokens: int | None = Field(None, ge=0, le=100_000_000)
-    force: bool = False
+    force: StrictBool = False
     summary: str | None = Field(None, description="use this summary text instead of a summarizer")
     summarizer: SummarizerName | None = None
 

@@ -41,3 +41,7 @@ urlpatterns += [
     path(S + "tags/", views.tags_set, name="tags_set"),
     path("p/<slug:project>/members/", views.members, name="members"),
 ]
+
+from . import import_views  # noqa: E402
+
+urlpatterns += [path("import/", import_views.import_upload, name="import")]

@@ -232,9 +232,20 @@ def _created_at(value, index) -> datetime | None:
         parsed = None
     if parsed is None:
         raise fail(index, "created_at must be an ISO 8601 date-time string", "invalid_field")
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
+    return to_utc(parsed, index, "created_at")
+
+
+def to_utc(value: datetime, index, name) -> datetime:
+    """An aware UTC datetime every database can store, or a 422."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        value = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise fail(index, f"{name} is out of range", "invalid_field") from None
+    if not 1 <= value.year <= 9998:
+        raise fail(index, f"{name} is out of range", "invalid_field")
+    return value
 
 
 def message_digest(role, content, reasoning, tool_calls, tool_call_id, name) -> str:

@@ -949,3 +949,23 @@ def test_compaction_of_a_real_transcript(project, label, messages):
             f"replaced_tokens={checkpoint.replaced_tokens}, summary_tokens={checkpoint.summary_tokens}, "
             f"tokens_after={outcome.tokens_after}, covered seqs {checkpoint.first_seq}-{checkpoint.last_seq}"
         )
+
+
+def test_an_unpersisted_question_is_the_current_turn_so_the_stored_turns_can_be_covered(project, append):
+    """A request whose new user message is not stored: that message starts the current turn, so when
+    the request crosses max_tokens every stored turn may be covered (SPEC §4.2 with §5.9)."""
+    from sessions.requests import build_request
+    from sessions.store import update_session
+
+    from .builders import assistant, user
+
+    update_session(project, "pending", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 150, "auto": True}})
+    append("pending", [user(100, "What is the refund policy for damaged items?"),
+                       assistant(103, "Damaged items are refunded in full within 30 days of delivery.")])
+    built = build_request(project, "pending", messages=[user(120, "And for items bought on sale?", persist=False)])
+    assert built.compaction is not None and built.compaction.status == "completed"
+    assert (built.compaction.checkpoint.first_seq, built.compaction.checkpoint.last_seq) == (1, 2)
+    entries = built.model_input.entries
+    assert [e.kind for e in entries] == ["summary", "request"]
+    assert built.model_input.tokens < 3 + 100 + 103 + 120
+    assert built.event.data["unpersisted"] == {"count": 1, "tokens": 120}

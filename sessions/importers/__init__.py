@@ -1,0 +1,12 @@
+"""Importing transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs and
+ctxweb's own exports, each recognised automatically (sessions.importers.detect), translated by its
+module, and stored through the domain functions by sessions.importers.runner."""
+
+from .base import TranscriptError
+from .detect import FORMATS, parse_transcript
+from .runner import FileReport, ImportSummary, collect_files, import_data, import_file
+
+__all__ = [
+    "FORMATS", "FileReport", "ImportSummary", "TranscriptError", "collect_files", "import_data", "import_file",
+    "parse_transcript",
+]

@@ -1,0 +1,189 @@
+"""Anthropic Messages transcripts: `system` plus messages made of content blocks.
+
+A user message holding `tool_result` blocks becomes one `tool` message per result, followed by a user
+message with its other blocks (if any); an assistant message keeps its text, its `tool_use` blocks
+become tool calls (the input as JSON text) and its `thinking` becomes reasoning. Claude Code logs use
+the same blocks (sessions.importers.claude_code reuses these functions).
+"""
+
+import json
+
+from .base import ImportedSession, Source, TranscriptError, finish_content, text_of
+
+FORMAT = "anthropic"
+
+
+def image_part(block: dict) -> dict | None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return None
+    if source.get("type") == "base64":
+        media_type = source.get("media_type") or "image/png"
+        return {"type": "image", "url": f"data:{media_type};base64,{source.get('data', '')}", "media_type": media_type}
+    if source.get("type") == "url":
+        return {"type": "image", "url": source.get("url")}
+    return None
+
+
+def content_parts(blocks, attributes: dict) -> list[dict]:
+    """Text and image blocks as ctxweb parts; other blocks are kept in attributes."""
+    if isinstance(blocks, str):
+        return [{"type": "text", "text": blocks}] if blocks else []
+    parts, other = [], []
+    for block in blocks or ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image" and (image := image_part(block)) is not None:
+            parts.append(image)
+        else:
+            other.append(block)
+    if other:
+        attributes.setdefault("unsupported_blocks", []).extend(other)
+    return parts
+
+
+def tool_result_message(block: dict, message_id: str, attributes: dict) -> dict:
+    attributes = dict(attributes)
+    if block.get("is_error"):
+        attributes["is_error"] = True
+    content = block.get("content")
+    if isinstance(content, list):
+        content = content_parts(content, attributes)
+        if not content:
+            content = ""
+    elif content is None:
+        content = ""
+    elif not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False)
+    message = {"id": message_id, "role": "tool", "tool_call_id": block.get("tool_use_id"), "content": content}
+    if attributes:
+        message["attributes"] = attributes
+    return message
+
+
+def user_messages(content, message_id: str, attributes: dict, role: str = "user") -> list[dict]:
+    """A user message: its tool results first (one tool message each), then the rest as one message."""
+    if isinstance(content, str):
+        blocks = [{"type": "text", "text": content}]
+    elif isinstance(content, list):
+        blocks = content
+    else:
+        raise TranscriptError("message content must be a string or a list of blocks")
+    results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+    rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+    outputs = []
+    for block in results:
+        outputs.append(("tool", block))
+    if rest or not results:
+        outputs.append(("user", rest))
+    messages = []
+    for k, (kind, value) in enumerate(outputs):
+        this_id = message_id if len(outputs) == 1 else f"{message_id}:{k}"
+        if kind == "tool":
+            messages.append(tool_result_message(value, this_id, attributes))
+        else:
+            own = dict(attributes)
+            parts = content_parts(value, own)
+            message = {"id": this_id, "role": role, "content": finish_content(parts)}
+            if own:
+                message["attributes"] = own
+            messages.append(message)
+    return messages
+
+
+class AssistantMessage:
+    """An assistant message built from content blocks, possibly delivered over several entries (Claude
+    Code logs one block per line)."""
+
+    def __init__(self, message_id: str, attributes: dict):
+        self.id = message_id
+        self.parts: list[dict] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: list[dict] = []
+        self.attributes = dict(attributes)
+        self.created_at: str | None = None
+
+    def add(self, content) -> None:
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            raise TranscriptError("message content must be a string or a list of blocks")
+        other = []
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_use":
+                if any(call["id"] == block.get("id") for call in self.tool_calls):
+                    continue  # the same block logged twice
+                arguments = block.get("input", {})
+                self.tool_calls.append({
+                    "id": block.get("id"),
+                    "name": block.get("name"),
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False),
+                })
+            elif kind == "thinking":
+                if isinstance(block.get("thinking"), str) and block["thinking"]:
+                    self.reasoning.append(block["thinking"])
+                if block.get("signature"):
+                    self.attributes.setdefault("thinking_signatures", []).append(block["signature"])
+            elif kind == "redacted_thinking":
+                self.attributes.setdefault("redacted_thinking", []).append(block.get("data"))
+            else:
+                other.append(block)
+        self.parts.extend(content_parts(other, self.attributes))
+
+    def message(self) -> dict:
+        content = finish_content(self.parts)
+        message = {"id": self.id, "role": "assistant", "content": content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+            if content == "":
+                message["content"] = None
+        if self.reasoning:
+            message["reasoning"] = "\n\n".join(self.reasoning)
+        if self.attributes:
+            message["attributes"] = self.attributes
+        if self.created_at:
+            message["created_at"] = self.created_at
+        return message
+
+
+def convert_message(message, message_id: str, where: str) -> list[dict]:
+    if not isinstance(message, dict):
+        raise TranscriptError(f"{where}: a message must be an object")
+    role = message.get("role")
+    attributes = {k: v for k, v in message.items() if k not in ("role", "content")}
+    try:
+        if role == "assistant":
+            assistant = AssistantMessage(message_id, attributes)
+            assistant.add(message.get("content", ""))
+            return [assistant.message()]
+        if role == "user":
+            return user_messages(message.get("content", ""), message_id, attributes)
+        attributes["original_role"] = role
+        return user_messages(message.get("content", ""), message_id, attributes, role="agent")
+    except TranscriptError as exc:
+        raise TranscriptError(f"{where}: {exc}") from None
+
+
+def system_text(system) -> str | None:
+    if system is None:
+        return None
+    if isinstance(system, str | list):
+        return text_of(system)
+    raise TranscriptError("system must be a string or a list of text blocks")
+
+
+def to_session(conversation, source: Source, key: str, record: int | None) -> ImportedSession:
+    """One conversation (a Conversation from sessions.importers.detect) as an imported session. The
+    `system` prompt becomes the session's instructions and is also kept as a stored system message."""
+    number = record or 0
+    messages = []
+    instructions = system_text(conversation.system)
+    if instructions:
+        messages.append({"id": source.message_id(number, "system"), "role": "system", "content": instructions})
+    for index, message in enumerate(conversation.messages):
+        messages += convert_message(message, source.message_id(number, index), f"record {number}, message {index}")
+    metadata = {**conversation.metadata, "imported_from": source.provenance(FORMAT, record)}
+    return ImportedSession(key=key, messages=messages, title=conversation.title, metadata=metadata,
+                           instructions=instructions)

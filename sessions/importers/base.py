@@ -1,0 +1,121 @@
+"""What every transcript parser produces: sessions of ctxweb messages, ready for the import runner.
+
+Parsers only translate shapes. Whether a message is valid is decided by sessions.validation when the
+runner appends it, so the rules live in one place.
+"""
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from sessions.models import Role
+
+KEY_CHARS = re.compile(r"[^A-Za-z0-9._:@-]+")
+MAX_KEY = 200
+ROLES = set(Role.values)
+
+
+class TranscriptError(Exception):
+    """The file is not a transcript this importer understands; the message says why and where."""
+
+
+@dataclass
+class ImportedCheckpoint:
+    """A compaction found in the source: it covers the session's first `last` messages and was made
+    when `at` messages existed (counted in the imported session's message list, from 1)."""
+
+    last: int
+    summary: str
+    at: int | None = None
+    summarizer: str = "import"
+    trigger: str = "import"
+    created_at: str | None = None
+
+
+@dataclass
+class ImportedSession:
+    key: str
+    messages: list[dict] = field(default_factory=list)  # ctxweb messages, each with a stable "id"
+    title: str | None = None
+    metadata: dict | None = None
+    instructions: str | None = None
+    compaction: dict | None = None
+    created_at: str | None = None
+    checkpoints: list[ImportedCheckpoint] = field(default_factory=list)
+
+
+@dataclass
+class Parsed:
+    """A whole file: its format, its sessions, and how many source entries carried no message."""
+
+    format: str
+    sessions: list[ImportedSession]
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a transcript comes from: names for keys and ids are derived from it, so importing the
+    same file again gives the same keys and ids (and stores nothing twice)."""
+
+    name: str  # the file name, for messages and metadata
+    stem: str  # the file name without .json/.jsonl, made safe for keys and ids
+    key_prefix: str = ""
+
+    @classmethod
+    def for_file(cls, name: str, key_prefix: str = "") -> "Source":
+        base = name.replace("\\", "/").rsplit("/", 1)[-1]
+        stem = re.sub(r"\.(jsonl|json|ndjson)$", "", base, flags=re.IGNORECASE) or "transcript"
+        return cls(base, shorten(safe_key(stem), 120), KEY_CHARS.sub("-", key_prefix)[:100])
+
+    def key(self, *suffixes) -> str:
+        """A session key: the prefix, the file stem and the suffixes, within the 200 characters allowed."""
+        tail = "".join(f":{s}" for s in suffixes)
+        return shorten(self.key_prefix + self.stem, MAX_KEY - len(tail)) + tail
+
+    def message_id(self, record: int, index) -> str:
+        return f"{self.stem}:{record}:{index}"
+
+    def provenance(self, fmt: str, record: int | None = None) -> dict:
+        origin = {"file": self.name, "format": fmt}
+        if record is not None:
+            origin["record"] = record
+        return origin
+
+
+def safe_key(text: str) -> str:
+    return KEY_CHARS.sub("-", text).strip("-") or "transcript"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, with a hash of the whole so cut names stay distinct."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return text[: max(1, limit - 11)] + "~" + digest
+
+
+def text_of(content) -> str:
+    """The text of a content value in any of the shapes transcripts use (string, list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts)
+    return ""
+
+
+def finish_content(parts: list[dict]):
+    """A message's content from its parts: one text part is stored as plain text."""
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return parts[0]["text"]
+    if not parts:
+        return ""
+    return parts

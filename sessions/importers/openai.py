@@ -1,0 +1,136 @@
+"""OpenAI Chat Completions transcripts: a message list, an object with `messages`, or records holding
+a message list under `messages` or `traj` (one session per record).
+
+Quirks of real logs are kept rather than dropped: `content: null` beside tool calls, `reasoning_content`
+(becomes reasoning), extra fields (kept in attributes), roles OpenAI does not have (stored as `agent`
+with the original role in attributes). The first system message also becomes the session's
+instructions, so the model input has them.
+"""
+
+import json
+
+from .base import ImportedSession, Source, TranscriptError, finish_content, text_of
+
+FORMAT = "openai"
+MAPPED = {"role", "content", "tool_calls", "tool_call_id", "name"}
+TEXT_PARTS = {"text", "input_text", "output_text"}
+ROLE_ALIASES = {"developer": "system"}
+STANDARD_ROLES = {"system", "user", "assistant", "tool"}
+
+
+def _parts(content: list, attributes: dict) -> list[dict]:
+    parts, unsupported = [], []
+    for part in content:
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in TEXT_PARTS and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind in ("image_url", "image"):
+            image = part.get("image_url", part) if kind == "image_url" else part
+            if isinstance(image, str):
+                image = {"url": image}
+            if not isinstance(image, dict):
+                unsupported.append(part)
+                continue
+            out = {"type": "image", "url": image.get("url")}
+            for key in ("detail", "media_type", "width", "height"):
+                if image.get(key) is not None:
+                    out[key] = image[key]
+            parts.append(out)
+        else:
+            unsupported.append(part)
+    if unsupported:
+        attributes["unsupported_parts"] = unsupported
+    return parts
+
+
+def _tool_call(call, where: str) -> dict:
+    if not isinstance(call, dict):
+        raise TranscriptError(f"{where}: a tool call is not an object")
+    if isinstance(call.get("function"), dict):
+        function = call["function"]
+        name, arguments = function.get("name"), function.get("arguments", "")
+    elif isinstance(call.get("custom"), dict):  # custom (free-form) tools
+        name, arguments = call["custom"].get("name"), call["custom"].get("input", "")
+    else:
+        name, arguments = call.get("name"), call.get("arguments", "")
+    if isinstance(arguments, dict | list):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {"id": call.get("id"), "name": name, "arguments": "" if arguments is None else arguments}
+
+
+def convert_message(message, message_id: str, where: str) -> dict:
+    """One Chat Completions message as a ctxweb message."""
+    if not isinstance(message, dict):
+        raise TranscriptError(f"{where}: a message must be an object")
+    original_role = message.get("role")
+    role = ROLE_ALIASES.get(original_role, original_role)
+    attributes = {k: v for k, v in message.items() if k not in MAPPED}
+    if role not in STANDARD_ROLES:
+        role = "agent"
+    if role != original_role:
+        attributes["original_role"] = original_role
+    out = {"id": message_id, "role": role}
+
+    calls = message.get("tool_calls")
+    if calls and role == "assistant":
+        if not isinstance(calls, list):
+            raise TranscriptError(f"{where}: tool_calls must be a list")
+        out["tool_calls"] = [_tool_call(call, where) for call in calls]
+    elif calls:
+        attributes["tool_calls"] = calls
+
+    content = message.get("content")
+    if isinstance(content, list):
+        content = finish_content(_parts(content, attributes))
+    elif content is None:
+        content = None if out.get("tool_calls") else ""
+    elif not isinstance(content, str):
+        attributes["original_content"] = content
+        content = json.dumps(content, ensure_ascii=False)
+    out["content"] = content
+
+    reasoning = message.get("reasoning_content")
+    if reasoning is None and isinstance(message.get("reasoning"), str):
+        reasoning = message["reasoning"]
+        attributes.pop("reasoning", None)
+    if reasoning and role == "assistant" and isinstance(reasoning, str):
+        out["reasoning"] = reasoning
+        attributes.pop("reasoning_content", None)
+
+    if role == "tool":
+        out["tool_call_id"] = message.get("tool_call_id")
+    elif message.get("tool_call_id") is not None:
+        attributes["tool_call_id"] = message["tool_call_id"]
+    name = message.get("name")
+    if isinstance(name, str) and name:
+        out["name"] = name
+    elif name is not None:
+        attributes["name"] = name
+    if attributes:
+        out["attributes"] = attributes
+    return out
+
+
+def convert_conversation(messages: list, source: Source, record: int) -> tuple[list[dict], str | None]:
+    """The ctxweb messages of one conversation, and the instructions (its first system message)."""
+    out = []
+    instructions = None
+    for index, message in enumerate(messages):
+        where = f"record {record}, message {index}"
+        converted = convert_message(message, source.message_id(record, index), where)
+        if converted["role"] == "system" and instructions is None:
+            instructions = text_of(converted["content"])
+        out.append(converted)
+    return out, instructions
+
+
+def to_session(conversation, source: Source, key: str, record: int | None) -> ImportedSession:
+    """One conversation (a Conversation from sessions.importers.detect) as an imported session."""
+    messages, instructions = convert_conversation(conversation.messages, source, record or 0)
+    metadata = {**conversation.metadata, "imported_from": source.provenance(FORMAT, record)}
+    return ImportedSession(
+        key=key, messages=messages, title=conversation.title, metadata=metadata, instructions=instructions
+    )

@@ -1,0 +1,112 @@
+"""GET /api/v1/sessions/{key}/events?type= (SPEC §5.10, §4.4): the session's events in order, filtered by
+exact type or by a prefix such as COMPACTION_."""
+
+import pytest
+
+from tests.api.conftest import assert_error
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def history(api):
+    """'chat' with one event of most kinds: created, appended, updated, a message hidden, a skipped and a
+    completed compaction, a request built."""
+    api.put("/sessions/chat", {"title": "Weather", "compaction": {"auto": False}})
+    api.post("/sessions/chat/messages", {"messages": [
+        {"role": "user", "content": "What is the weather in Lisbon?"},
+        {"role": "assistant", "content": "It is 24°C and sunny in Lisbon, with a light wind from the north-west."},
+        {"role": "user", "content": "And Porto?"}]})
+    api.put("/sessions/chat", {"title": "Weather in Portugal"})
+    api.patch("/sessions/chat/messages/2", {"attributes": {"checked": True}})
+    api.post("/sessions/chat/compact", {})
+    api.post("/sessions/chat/compact", {"force": True, "keep_recent_tokens": 1, "summary": "Lisbon: sunny."})
+    api.post("/sessions/chat/requests", {})
+    return "chat"
+
+
+def types(response) -> list[str]:
+    assert response.status_code == 200, response.content
+    return [e["type"] for e in response.json()["items"]]
+
+
+def test_it_lists_every_event_in_order(api, history):
+    response = api.get("/sessions/chat/events")
+
+    assert types(response) == [
+        "SESSION_CREATED", "MESSAGES_APPENDED", "SESSION_UPDATED", "MESSAGE_UPDATED",
+        "COMPACTION_STARTED", "COMPACTION_SKIPPED", "COMPACTION_STARTED", "COMPACTION_COMPLETED", "REQUEST_BUILT",
+    ]
+    items = response.json()["items"]
+    assert [e["id"] for e in items] == sorted(e["id"] for e in items)
+    assert all(e["actor"] == "api:test-app" for e in items)
+    assert all(set(e) == {"id", "type", "actor", "data", "created_at"} for e in items)
+    assert items[1]["data"]["count"] == 3
+    assert response.json()["next_after"] is None
+
+
+def test_it_filters_by_exact_type(api, history):
+    response = api.get("/sessions/chat/events", query={"type": "COMPACTION_STARTED"})
+
+    assert types(response) == ["COMPACTION_STARTED", "COMPACTION_STARTED"]
+
+
+def test_it_filters_by_prefix_when_the_type_ends_with_an_underscore(api, history):
+    assert types(api.get("/sessions/chat/events", query={"type": "COMPACTION_"})) == [
+        "COMPACTION_STARTED", "COMPACTION_SKIPPED", "COMPACTION_STARTED", "COMPACTION_COMPLETED"]
+    assert types(api.get("/sessions/chat/events", query={"type": "SESSION_"})) == [
+        "SESSION_CREATED", "SESSION_UPDATED"]
+
+
+def test_a_type_without_the_underscore_is_not_a_prefix(api, history):
+    assert types(api.get("/sessions/chat/events", query={"type": "COMPACTION"})) == []
+    assert types(api.get("/sessions/chat/events", query={"type": "MESSAGE"})) == []
+
+
+def test_compaction_events_carry_their_figures(api, history):
+    items = api.get("/sessions/chat/events", query={"type": "COMPACTION_"}).json()["items"]
+
+    for event in items:
+        assert {"trigger", "max_tokens", "keep_recent_tokens", "tokens_before"} <= set(event["data"])
+    assert items[1]["data"]["reason"] == "under_threshold"
+    assert {"checkpoint_id", "covered_seq_range", "replaced_tokens", "summary_tokens", "tokens_after",
+            "still_over_threshold"} <= set(items[3]["data"])
+
+
+def test_it_pages_with_after_and_limit(api, history):
+    seen, after = [], 0
+    while after is not None:
+        page = api.get("/sessions/chat/events", query={"after": after, "limit": 4}).json()
+        seen += [e["type"] for e in page["items"]]
+        after = page["next_after"]
+
+    assert seen == types(api.get("/sessions/chat/events"))
+
+
+@pytest.mark.parametrize("query", [{"type": "X" * 41}, {"limit": 0}, {"limit": 1001}, {"after": -1}],
+                         ids=["type too long", "limit 0", "limit 1001", "negative after"])
+def test_it_rejects_bad_query_parameters_with_422(api, history, query):
+    assert_error(api.get("/sessions/chat/events", query=query), 422, "invalid_request")
+
+
+def test_it_answers_404_for_an_unknown_session(api, history):
+    assert_error(api.get("/sessions/nope/events"), 404, "session_not_found")
+
+
+def test_another_projects_key_gets_404_and_no_events(other_api, history):
+    body = assert_error(other_api.get("/sessions/chat/events"), 404, "session_not_found")
+
+    assert set(body) <= {"detail", "code"}
+
+
+@pytest.mark.parametrize("key", ["bad%20key", "k" * 201])
+def test_it_rejects_an_invalid_session_key_with_422(api, key):
+    assert_error(api.get(f"/sessions/{key}/events"), 422, "invalid_session_key")
+
+
+def test_it_rejects_a_request_without_a_valid_key_with_401(api, history, bad_credentials):
+    kwargs, code = bad_credentials
+
+    body = assert_error(api.get("/sessions/chat/events", **kwargs), 401, code)
+
+    assert "items" not in body

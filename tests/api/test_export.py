@@ -1,0 +1,205 @@
+"""GET /api/v1/sessions/{key}/export?format=json|jsonl|markdown (SPEC §5.11): one session, lossless JSON
+that appends back unchanged, JSON Lines, or a Markdown transcript."""
+
+import base64
+import json
+
+import pytest
+
+from sessions.models import Message
+from tests.api.conftest import assert_error, stored
+
+pytestmark = pytest.mark.django_db
+
+PIXEL = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR").decode()
+RAW_FIELDS = ("seq", "id", "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "attributes",
+              "include_in_messages", "created_at", "tokens", "reasoning_tokens")
+DB_FIELDS = ("seq", "client_id", "role", "content", "text", "reasoning", "tool_calls", "call_ids", "tool_call_id",
+             "call_seq", "name", "attributes", "include_in_messages", "created_at", "tokens", "tool_call_tokens",
+             "reasoning_tokens", "has_content", "digest")
+
+
+@pytest.fixture
+def trip(api):
+    """Session 'trip': instructions, a client-dated history, a named user, reasoning, parallel tool calls and
+    their results, an image (URL and data: URL), attributes, a hidden message and messages without ids."""
+    api.put("/sessions/trip", {"title": "Trip: Lisbon & Porto", "metadata": {"customer": 7},
+                               "instructions": "You are a travel assistant. Use the tools.",
+                               "compaction": {"auto": False}})
+    response = api.post("/sessions/trip/messages", {"messages": [
+        {"id": "u1", "role": "user", "name": "maria", "content": "Plan a day in Lisbon and Porto.",
+         "attributes": {"trace": "abc-1", "nested": {"n": [1, 2.5, None, True]}},
+         "created_at": "2024-05-01T09:00:00.123456+00:00"},
+        {"role": "assistant", "content": None, "reasoning": "Check the weather in both cities first.",
+         "tool_calls": [{"id": "call_l", "name": "get_weather", "arguments": {"city": "Lisbon"}},
+                        {"id": "call_p", "name": "get_weather", "arguments": "{\"city\": \"Porto\"}"}]},
+        {"role": "tool", "tool_call_id": "call_l", "name": "get_weather", "content": "Lisbon: 24°C, sunny"},
+        {"role": "tool", "tool_call_id": "call_p", "content": [{"type": "text", "text": "Porto: 19°C, cloud"}]},
+        {"role": "assistant", "content": "Lisbon will be sunny; bring a jacket for Porto.",
+         "attributes": {"model": "gpt-x"}},
+        {"id": "oops", "role": "user", "content": "ignore this, wrong window", "include_in_messages": False},
+        {"role": "system", "content": "Stored system note: user prefers trains."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "What about this view?"},
+            {"type": "image", "url": "https://example.com/view.jpg", "width": 1024, "height": 768, "detail": "high"},
+            {"type": "image", "url": PIXEL, "media_type": "image/png"}]},
+        {"role": "agent", "content": "Continue: the user's train leaves at 15:00."},
+        {"role": "assistant", "content": "A lovely view of the Tagus."},
+    ]})
+    assert response.status_code == 200
+    return "trip"
+
+
+def raw_log_items(api, key):
+    items = api.get(f"/sessions/{key}/messages", query={"limit": 500}).json()["items"]
+    return [{field: m[field] for field in RAW_FIELDS} for m in items]
+
+
+def db_rows(key):
+    return list(Message.objects.filter(session__key=key).order_by("seq").values(*DB_FIELDS))
+
+
+def model_input(api, key, fmt):
+    body = api.get(f"/sessions/{key}/model-input", query={"format": fmt}).json()
+    return {k: v for k, v in body.items() if k not in ("session", "checkpoint")}
+
+
+def import_export(api, export, key):
+    api.put(f"/sessions/{key}", {"instructions": export["session"]["instructions"]})
+    response = api.post(f"/sessions/{key}/messages", {"messages": export["messages"]})
+    assert response.status_code == 200, response.content
+    assert all(m["stored"] for m in response.json()["messages"])
+
+
+def test_the_json_export_holds_the_session_its_messages_and_its_checkpoints(api, trip):
+    response = api.get("/sessions/trip/export")
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert 'filename="trip.json"' in response["Content-Disposition"]
+    export = json.loads(response.content)
+    assert (export["format"], export["version"]) == ("ctxweb-session", 1)
+    assert export["session"]["key"] == "trip"
+    assert export["session"]["title"] == "Trip: Lisbon & Porto"
+    assert export["session"]["metadata"] == {"customer": 7}
+    assert export["session"]["instructions"] == "You are a travel assistant. Use the tools."
+    assert export["session"]["compaction"] == {"auto": False}
+    assert len(export["messages"]) == 10
+    assert export["messages"][0] == {
+        "id": "u1", "role": "user", "name": "maria", "content": "Plan a day in Lisbon and Porto.",
+        "attributes": {"trace": "abc-1", "nested": {"n": [1, 2.5, None, True]}},
+        "created_at": "2024-05-01T09:00:00.123456+00:00"}
+    assert export["messages"][5]["include_in_messages"] is False
+    assert export["checkpoints"] == []
+
+
+def test_the_jsonl_export_is_one_json_object_per_line(api, trip):
+    api.post("/sessions/trip/compact", {"force": True, "keep_recent_tokens": 1, "summary": "A trip was planned."})
+
+    response = api.get("/sessions/trip/export", query={"format": "jsonl"})
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/x-ndjson"
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["type"] for r in records] == ["session"] + ["message"] * 10 + ["checkpoint"]
+    assert records[0]["key"] == "trip"
+    assert [r["seq"] for r in records[1:11]] == list(range(1, 11))
+    assert records[1]["id"] == "u1"
+    assert records[11]["summary"] == "A trip was planned."
+    assert records[11]["last_seq"] == 7
+
+
+def test_the_markdown_export_is_a_readable_transcript(api, trip):
+    api.post("/sessions/trip/compact", {"force": True, "keep_recent_tokens": 1, "summary": "A trip was planned."})
+
+    response = api.get("/sessions/trip/export", query={"format": "markdown"})
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/markdown")
+    text = b"".join(response.streaming_content).decode()
+    assert text.startswith("# Trip: Lisbon & Porto\n")
+    assert "You are a travel assistant. Use the tools." in text
+    assert "### #1 · user · maria" in text
+    assert "Plan a day in Lisbon and Porto." in text
+    assert "**Tool call** `get_weather` (`call_l`)" in text
+    assert '"city": "Lisbon"' in text
+    assert "### #6 · user (hidden from the model)" in text
+    assert "result of `call_p`" in text
+    assert "![image, 1024×768](https://example.com/view.jpg)" in text
+    assert "[image: image/png]" in text
+    assert "Check the weather in both cities first." in text
+    assert "covers messages #1–#7" in text and "A trip was planned." in text
+
+
+def test_an_exported_session_appends_back_to_an_identical_raw_log_and_model_input(api, trip):
+    export = api.get("/sessions/trip/export").json()
+
+    import_export(api, export, "trip-copy")
+
+    assert raw_log_items(api, "trip-copy") == raw_log_items(api, "trip")
+    assert db_rows("trip-copy") == db_rows("trip")
+    for fmt in ("ctxweb", "openai", "anthropic"):
+        assert model_input(api, "trip-copy", fmt) == model_input(api, "trip", fmt), fmt
+    copy, original = api.get("/sessions/trip-copy").json(), api.get("/sessions/trip").json()
+    for figure in ("message_count", "raw_tokens", "model_input_tokens", "instructions_tokens"):
+        assert copy[figure] == original[figure], figure
+
+
+def test_a_compacted_session_appends_back_to_an_identical_raw_log(api, trip):
+    api.post("/sessions/trip/compact", {"force": True, "keep_recent_tokens": 1, "summary": "A trip was planned."})
+    export = api.get("/sessions/trip/export").json()
+    assert len(export["checkpoints"]) == 1
+
+    import_export(api, export, "trip-copy")
+
+    assert raw_log_items(api, "trip-copy") == raw_log_items(api, "trip")
+    assert db_rows("trip-copy") == db_rows("trip")
+
+
+def test_appending_an_export_twice_stores_nothing_twice(api, trip):
+    export = api.get("/sessions/trip/export").json()
+    import_export(api, export, "trip-copy")
+    before = stored()
+
+    response = api.post("/sessions/trip-copy/messages", {"messages": export["messages"]})
+
+    assert response.status_code == 200
+    assert all(m["duplicate"] for m in response.json()["messages"])
+    assert stored() == before
+
+
+def test_the_download_name_is_safe_for_any_session_key(api, append):
+    append("support:ticket@9", [{"role": "user", "content": "hi"}])
+
+    response = api.get("/sessions/support:ticket@9/export", query={"format": "markdown"})
+
+    assert 'filename="support_ticket_9.md"' in response["Content-Disposition"]
+
+
+def test_it_rejects_an_unknown_format_with_422(api, trip):
+    assert_error(api.get("/sessions/trip/export", query={"format": "csv"}), 422, "invalid_request")
+
+
+def test_it_answers_404_for_an_unknown_session(api, trip):
+    assert_error(api.get("/sessions/nope/export"), 404, "session_not_found")
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "markdown"])
+def test_another_projects_key_gets_404_and_no_transcript(other_api, trip, fmt):
+    body = assert_error(other_api.get("/sessions/trip/export", query={"format": fmt}), 404, "session_not_found")
+
+    assert set(body) <= {"detail", "code"}
+
+
+@pytest.mark.parametrize("key", ["bad%20key", "k" * 201])
+def test_it_rejects_an_invalid_session_key_with_422(api, key):
+    assert_error(api.get(f"/sessions/{key}/export"), 422, "invalid_session_key")
+
+
+def test_it_rejects_a_request_without_a_valid_key_with_401(api, trip, bad_credentials):
+    kwargs, code = bad_credentials
+
+    body = assert_error(api.get("/sessions/trip/export", **kwargs), 401, code)
+
+    assert "messages" not in body

@@ -1,0 +1,180 @@
+"""Property-based fuzzing of the whole API from its OpenAPI schema (schemathesis, in-process through the
+WSGI application): whatever a client sends, no 5xx, and every response is one the schema declares, with
+the declared content type and shape."""
+
+import json
+from datetime import timedelta, timezone
+
+import pytest
+import schemathesis
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from ctxweb.wsgi import application
+from sessions.api_keys import create_api_key
+from sessions.append import append_messages
+from sessions.models import Message, Session
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+
+# Loaded when the module is collected (the schema endpoint needs no database). Each operation is driven
+# through `as_strategy` under our own parametrization: schemathesis's pytest integration
+# (`schema.parametrize`, `from_fixture`) gives every operation the same node id under pytest 9, which
+# breaks fixture teardown.
+schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application)
+OPERATIONS = [result.ok() for result in schema.get_all_operations()]
+SESSION_OPERATIONS = [op for op in OPERATIONS if "{key}" in op.path]
+MODES = [pytest.param(GenerationMode.POSITIVE, id="positive"), pytest.param(GenerationMode.NEGATIVE, id="negative")]
+
+# The WSGI app runs in this process, on this thread's database connection, so it sees the test database.
+# transaction=True because the end of each request closes connections that are not in autocommit mode.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def wsgi_host(settings):
+    """schemathesis's WSGI client sends `Host: localhost`."""
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
+    settings.SECURE_SSL_REDIRECT = False
+
+
+@pytest.fixture
+def authorization(project) -> dict:
+    return {"Authorization": f"Bearer {create_api_key(project, 'fuzzer')[1]}"}
+
+
+@pytest.fixture
+def existing_session(project) -> str:
+    """A session with a tool call, its result and an answer, for cases pointed at a real session."""
+    append_messages(project, "fuzz", [
+        {"id": "m1", "role": "user", "content": "What is the weather in Lisbon?"},
+        {"id": "m2", "role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": "{}"}]},
+        {"id": "m3", "role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"id": "m4", "role": "assistant", "content": "Sunny."},
+    ])
+    return "fuzz"
+
+
+def fuzz(strategy, authorization):
+    @FUZZ
+    @given(case=strategy)
+    def run(case):
+        case.call_and_validate(headers=authorization, checks=CHECKS)
+
+    run()
+
+
+def test_the_schema_lists_every_endpoint():
+    assert {op.label for op in OPERATIONS} == {
+        "PUT /api/v1/sessions/{key}", "GET /api/v1/sessions/{key}", "GET /api/v1/sessions",
+        "POST /api/v1/sessions/{key}/messages", "GET /api/v1/sessions/{key}/messages",
+        "PATCH /api/v1/sessions/{key}/messages/{seq}", "GET /api/v1/sessions/{key}/model-input",
+        "POST /api/v1/sessions/{key}/compact", "POST /api/v1/tokens", "POST /api/v1/sessions/{key}/requests",
+        "GET /api/v1/sessions/{key}/checkpoints", "GET /api/v1/sessions/{key}/events",
+        "GET /api/v1/sessions/{key}/export",
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda op: op.label)
+def test_no_request_gets_a_server_error_or_an_undeclared_response(operation, mode, authorization):
+    fuzz(operation.as_strategy(generation_mode=mode), authorization)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("operation", SESSION_OPERATIONS, ids=lambda op: op.label)
+def test_no_request_about_an_existing_session_gets_a_server_error_or_an_undeclared_response(
+        operation, mode, authorization, existing_session):
+    fuzz(operation.as_strategy(generation_mode=mode, path_parameters={"key": existing_session}), authorization)
+
+
+# --- appends of well-formed messages --------------------------------------------------------------
+# The schema-driven cases above rarely get a batch past the role rules (a generated `tool` message
+# answers no call), so the append path also gets messages that are well formed by construction, with
+# arbitrary text, attributes, images and client timestamps.
+
+OFFSETS = st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1).map(
+    lambda minutes: timezone(timedelta(minutes=minutes)))
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+IMAGE_URLS = st.sampled_from([
+    "https://example.com/a.png", "http://example.com/b.jpg",
+    "data:image/png;base64,iVBORw0KGgo=", "data:,plain", "data:image/gif;base64,R0lGOD",
+])
+PARTS = st.one_of(
+    st.builds(lambda text: {"type": "text", "text": text}, st.text(max_size=40)),
+    st.fixed_dictionaries(
+        {"type": st.just("image"), "url": IMAGE_URLS},
+        optional={"width": st.integers(1, 100_000), "height": st.integers(1, 100_000),
+                  "media_type": st.sampled_from(["image/png", "image/jpeg"]),
+                  "detail": st.sampled_from(["low", "high", "auto"])},
+    ),
+)
+MESSAGES = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "agent", "system"]),
+     "content": st.text(max_size=80) | st.lists(PARTS, max_size=3)},
+    optional={
+        "name": st.text(max_size=20),
+        "attributes": st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=4),
+        "include_in_messages": st.booleans(),
+        "id": st.text(min_size=1, max_size=30),
+        "created_at": st.datetimes(timezones=OFFSETS).map(lambda d: d.isoformat()),
+    },
+)
+
+
+def as_json_numbers(value):
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list):
+        return [as_json_numbers(v) for v in value]
+    return {k: as_json_numbers(v) for k, v in value.items()}
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batch=st.lists(MESSAGES, min_size=1, max_size=4))
+def test_a_well_formed_batch_is_stored_as_sent_or_rejected_with_a_4xx(batch, authorization, project):
+    client = Client(HTTP_HOST="127.0.0.1", headers=authorization)
+    key = f"fuzz-{Session.objects.count()}"
+    before = Message.objects.count()
+
+    response = client.post(f"/api/v1/sessions/{key}/messages", json.dumps({"messages": batch}),
+                           content_type="application/json")
+
+    assert response.status_code < 500, (batch, response.content[:300])
+    body = response.json()
+    if response.status_code != 200:
+        assert response.status_code in (409, 413, 422), body
+        assert isinstance(body.get("detail"), str) and isinstance(body.get("code"), str), body
+        assert Message.objects.count() == before
+        return
+    stored_ids = [m["id"] for m in body["messages"] if m["stored"]]
+    rows = {m.client_id: m for m in Message.objects.filter(session__key=key, session__project=project)}
+    assert sorted(rows) == sorted(stored_ids)
+    for sent, result in zip(batch, body["messages"], strict=True):
+        if result["stored"]:
+            row = rows[result["id"]]
+            assert row.role == sent["role"]
+            # PostgreSQL's jsonb keeps a number's exact decimal value, which a Python float may only
+            # approximate (3.602879701896397e16 comes back as 36028797018963970): compare as JSON
+            # numbers, not as Python int-versus-float.
+            assert as_json_numbers(row.attributes) == as_json_numbers(sent.get("attributes", {}))
+            assert row.include_in_messages == sent.get("include_in_messages", True)

@@ -1,0 +1,225 @@
+"""GET /api/v1/sessions/{key}/model-input?format=&as_of= (SPEC §5.6, §2): the model input with its token
+totals, the checkpoint used and what was left out."""
+
+import pytest
+
+from sessions.models import Message
+from sessions.tokens import count_message
+from tests.api.conftest import assert_error
+from tests.builders import openai_input_problems
+
+pytestmark = pytest.mark.django_db
+
+INSTRUCTIONS = "You are a weather assistant."
+IMAGE = {"type": "image", "url": "https://example.com/sky.png", "width": 512, "height": 512}
+
+
+@pytest.fixture
+def weather(api):
+    """Instructions and seven messages: a question, a tool call and its result, an answer, a stored
+    system message, an agent continuation and a question with an image."""
+    api.put("/sessions/weather", {"instructions": INSTRUCTIONS, "compaction": {"auto": False}})
+    response = api.post("/sessions/weather/messages", {"messages": [
+        {"id": "m1", "role": "user", "content": "What is the weather in Lisbon?"},
+        {"id": "m2", "role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'}]},
+        {"id": "m3", "role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "24°C, sunny"},
+        {"id": "m4", "role": "assistant", "content": "It is 24°C and sunny in Lisbon."},
+        {"id": "m5", "role": "system", "content": "An old system prompt, stored but never sent."},
+        {"id": "m6", "role": "agent", "content": "Reminder: the user is flying this afternoon."},
+        {"id": "m7", "role": "user", "content": [{"type": "text", "text": "And this sky?"}, IMAGE]},
+    ]})
+    assert response.status_code == 200
+    return "weather"
+
+
+def tokens_of(seqs) -> int:
+    return sum(Message.objects.filter(session__key="weather", seq__in=seqs).values_list("tokens", flat=True))
+
+
+def test_the_ctxweb_format_lists_each_entry_with_its_kind_seq_id_and_tokens(api, weather):
+    response = api.get("/sessions/weather/model-input")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["format"] == "ctxweb"
+    assert body["session"] == "weather"
+    assert body["as_of"] is None
+    assert body["checkpoint"] is None
+    assert body["omitted"] == []
+    entries = body["messages"]
+    assert [(e["kind"], e["role"], e.get("seq"), e.get("id")) for e in entries] == [
+        ("instructions", "system", None, None),
+        ("message", "user", 1, "m1"),
+        ("message", "assistant", 2, "m2"),
+        ("message", "tool", 3, "m3"),
+        ("message", "assistant", 4, "m4"),
+        ("message", "agent", 6, "m6"),
+        ("message", "user", 7, "m7"),
+    ]
+    assert entries[0]["content"] == INSTRUCTIONS
+    assert entries[2]["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'}]
+    assert entries[3]["tool_call_id"] == "call_1"
+    assert entries[6]["content"] == [{"type": "text", "text": "And this sky?"}, IMAGE]
+    assert [e["tokens"] for e in entries[1:]] == [tokens_of([s]) for s in (1, 2, 3, 4, 6, 7)]
+
+
+def test_the_token_totals_add_up_and_match_the_session(api, weather):
+    tokens = api.get("/sessions/weather/model-input").json()["tokens"]
+
+    instructions = count_message("system", INSTRUCTIONS).total
+    assert tokens == {
+        "total": 3 + instructions + tokens_of([1, 2, 3, 4, 6, 7]),
+        "instructions": instructions,
+        "summary": 0,
+        "messages": tokens_of([1, 2, 3, 4, 6, 7]),
+        "request": 0,
+    }
+    assert api.get("/sessions/weather").json()["model_input_tokens"] == tokens["total"]
+
+
+def test_the_openai_format_is_a_valid_chat_completions_message_list(api, weather):
+    body = api.get("/sessions/weather/model-input", query={"format": "openai"}).json()
+
+    messages = body["messages"]
+    assert body["format"] == "openai"
+    assert openai_input_problems(messages) == []
+    assert messages[0] == {"role": "system", "content": INSTRUCTIONS}
+    assert messages[1] == {"role": "user", "content": "What is the weather in Lisbon?"}
+    assert messages[2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}]}
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "24°C, sunny"}
+    assert messages[5] == {"role": "user", "content": "Reminder: the user is flying this afternoon."}
+    assert messages[6]["content"][1] == {"type": "image_url", "image_url": {"url": IMAGE["url"]}}
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user", "user"]
+
+
+def test_the_anthropic_format_has_the_instructions_apart_and_tool_blocks(api, weather):
+    body = api.get("/sessions/weather/model-input", query={"format": "anthropic"}).json()
+
+    assert body["format"] == "anthropic"
+    assert body["system"] == INSTRUCTIONS
+    messages = body["messages"]
+    roles = [m["role"] for m in messages]
+    assert roles[0] == "user"
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False)), roles
+    assert {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Lisbon"}} in messages[1][
+        "content"]
+    assert messages[2]["content"][0] == {"type": "tool_result", "tool_use_id": "call_1", "content": "24°C, sunny"}
+    last = messages[-1]["content"]
+    assert {"type": "text", "text": "Reminder: the user is flying this afternoon."} in last
+    assert {"type": "image", "source": {"type": "url", "url": IMAGE["url"]}} in last
+
+
+def test_the_token_totals_are_the_same_in_every_format(api, weather):
+    totals = [api.get("/sessions/weather/model-input", query={"format": f}).json()["tokens"]
+              for f in ("ctxweb", "openai", "anthropic")]
+
+    assert totals[0] == totals[1] == totals[2]
+
+
+def test_as_of_rebuilds_the_input_as_it_was_right_after_that_message(api, weather):
+    body = api.get("/sessions/weather/model-input", query={"as_of": 3}).json()
+
+    assert body["as_of"] == 3
+    assert [e.get("seq") for e in body["messages"]] == [None, 1, 2, 3]
+    assert body["tokens"]["total"] == 3 + count_message("system", INSTRUCTIONS).total + tokens_of([1, 2, 3])
+
+
+def test_as_of_zero_is_the_instructions_alone(api, weather):
+    body = api.get("/sessions/weather/model-input", query={"as_of": 0}).json()
+
+    assert [e["kind"] for e in body["messages"]] == ["instructions"]
+
+
+def test_the_model_input_starts_from_the_latest_checkpoint(api, weather):
+    compacted = api.post("/sessions/weather/compact",
+                         {"force": True, "keep_recent_tokens": 1, "summary": "Lisbon was sunny."}).json()
+    checkpoint = compacted["checkpoint"]
+    assert checkpoint["last_seq"] == 6
+
+    body = api.get("/sessions/weather/model-input").json()
+
+    assert body["checkpoint"]["id"] == checkpoint["id"]
+    assert [e["kind"] for e in body["messages"]] == ["instructions", "summary", "message"]
+    summary = body["messages"][1]
+    assert summary["role"] == "user"
+    assert summary["content"] == "Summary of the earlier conversation, covering messages 1–6:\n\nLisbon was sunny."
+    assert summary["checkpoint_id"] == checkpoint["id"]
+    assert body["messages"][2]["seq"] == 7
+    assert body["tokens"]["summary"] == checkpoint["summary_tokens"]
+    assert body["tokens"]["total"] == 3 + body["tokens"]["instructions"] + checkpoint["summary_tokens"] + tokens_of([7])
+    openai = api.get("/sessions/weather/model-input", query={"format": "openai"}).json()["messages"]
+    assert openai[1] == {"role": "user", "content": summary["content"]}
+
+
+def test_as_of_before_a_checkpoint_was_made_does_not_use_it(api, weather):
+    api.post("/sessions/weather/compact", {"force": True, "keep_recent_tokens": 1, "summary": "Lisbon was sunny."})
+    api.post("/sessions/weather/messages", {"messages": [{"role": "assistant", "content": "Clear skies."}]})
+
+    before = api.get("/sessions/weather/model-input", query={"as_of": 6}).json()
+    after = api.get("/sessions/weather/model-input", query={"as_of": 7}).json()
+
+    assert before["checkpoint"] is None
+    assert [e.get("seq") for e in before["messages"]] == [None, 1, 2, 3, 4, 6]
+    assert after["checkpoint"] is not None
+    assert [e["kind"] for e in after["messages"]] == ["instructions", "summary", "message"]
+
+
+def test_what_is_left_out_to_stay_valid_is_listed_in_omitted(api):
+    api.post("/sessions/gaps/messages", {"messages": [
+        {"role": "user", "content": "Check both cities."},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c_lis", "name": "get_weather", "arguments": "{}"},
+            {"id": "c_opo", "name": "get_weather", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c_lis", "content": "sunny"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c_far", "name": "get_weather", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c_far", "content": "rain"},
+        {"role": "user", "content": "Thanks."},
+    ]})
+    api.patch("/sessions/gaps/messages/4", {"include_in_messages": False})
+
+    body = api.get("/sessions/gaps/model-input", query={"format": "openai"}).json()
+
+    assert body["omitted"] == [
+        {"seq": 2, "reason": "dropped_tool_call", "tool_call_id": "c_opo", "request_index": None,
+         "whole_message": False},
+        {"seq": 5, "reason": "orphan_tool_result", "tool_call_id": "c_far", "request_index": None,
+         "whole_message": True},
+    ]
+    assert openai_input_problems(body["messages"]) == []
+    assert [c["id"] for c in body["messages"][1]["tool_calls"]] == ["c_lis"]
+
+
+@pytest.mark.parametrize("query", [{"format": "gemini"}, {"as_of": -1}, {"as_of": "last"}],
+                         ids=["unknown format", "negative as_of", "as_of not a number"])
+def test_it_rejects_bad_query_parameters_with_422(api, weather, query):
+    assert_error(api.get("/sessions/weather/model-input", query=query), 422, "invalid_request")
+
+
+def test_it_rejects_as_of_beyond_the_last_message_with_422(api, weather):
+    assert_error(api.get("/sessions/weather/model-input", query={"as_of": 8}), 422, "invalid_as_of")
+
+
+def test_it_answers_404_for_an_unknown_session(api, weather):
+    assert_error(api.get("/sessions/no-weather/model-input"), 404, "session_not_found")
+
+
+def test_another_projects_key_gets_404_and_no_data(other_api, weather):
+    body = assert_error(other_api.get("/sessions/weather/model-input", query={"format": "openai"}),
+                        404, "session_not_found")
+
+    assert set(body) <= {"detail", "code"}
+
+
+@pytest.mark.parametrize("key", ["bad%20key", "k" * 201])
+def test_it_rejects_an_invalid_session_key_with_422(api, key):
+    assert_error(api.get(f"/sessions/{key}/model-input"), 422, "invalid_session_key")
+
+
+def test_it_rejects_a_request_without_a_valid_key_with_401(api, weather, bad_credentials):
+    kwargs, code = bad_credentials
+
+    body = assert_error(api.get("/sessions/weather/model-input", **kwargs), 401, code)
+
+    assert "messages" not in body

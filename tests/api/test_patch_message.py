@@ -1,0 +1,166 @@
+"""PATCH /api/v1/sessions/{key}/messages/{seq} (SPEC §5.5): change include_in_messages and/or attributes;
+records MESSAGE_UPDATED."""
+
+import pytest
+
+from sessions.models import Event, Message
+from tests.api.conftest import assert_error, session_state, stored
+
+pytestmark = pytest.mark.django_db
+
+
+def raw(seq: int) -> dict:
+    return Message.objects.filter(session__key="chat", seq=seq).values().get()
+
+
+def input_tokens(api) -> int:
+    return api.get("/sessions/chat/model-input").json()["tokens"]["total"]
+
+
+def test_hiding_a_message_takes_it_out_of_the_model_input_and_records_the_change(api, conversation):
+    before_tokens, before_raw = input_tokens(api), raw(4)
+
+    response = api.patch("/sessions/chat/messages/4", {"include_in_messages": False})
+
+    assert response.status_code == 200
+    assert response.json()["seq"] == 4
+    assert response.json()["include_in_messages"] is False
+    assert input_tokens(api) == before_tokens - before_raw["tokens"]
+    assert api.get("/sessions/chat").json()["model_input_tokens"] == before_tokens - before_raw["tokens"]
+    assert 4 not in [m.get("seq") for m in api.get("/sessions/chat/model-input").json()["messages"]]
+    assert raw(4) == {**before_raw, "include_in_messages": False}
+    event = Event.objects.get(session__key="chat", type="MESSAGE_UPDATED")
+    assert event.actor == "api:test-app"
+    assert (event.data["seq"], event.data["id"]) == (4, "m4")
+    assert event.data["changes"] == {"include_in_messages": {"from": True, "to": False}}
+
+
+def test_showing_a_hidden_message_again_puts_it_back(api, conversation):
+    full = input_tokens(api)
+    api.patch("/sessions/chat/messages/4", {"include_in_messages": False})
+
+    api.patch("/sessions/chat/messages/4", {"include_in_messages": True})
+
+    assert input_tokens(api) == full
+    assert Event.objects.filter(session__key="chat", type="MESSAGE_UPDATED").count() == 2
+
+
+def test_hiding_a_tool_call_leaves_its_result_out_as_an_orphan(api, conversation):
+    before = input_tokens(api)
+
+    api.patch("/sessions/chat/messages/2", {"include_in_messages": False})
+
+    model_input = api.get("/sessions/chat/model-input").json()
+    assert [o["seq"] for o in model_input["omitted"]] == [3]
+    assert model_input["omitted"][0]["reason"] == "orphan_tool_result"
+    assert model_input["tokens"]["total"] == before - raw(2)["tokens"] - raw(3)["tokens"]
+
+
+def test_changing_attributes_records_the_change_and_leaves_the_model_input_alone(api, conversation):
+    before_tokens, before_raw = input_tokens(api), raw(1)
+
+    response = api.patch("/sessions/chat/messages/1", {"attributes": {"ticket": "T-1", "nested": {"a": [1, 2]}}})
+
+    assert response.status_code == 200
+    assert response.json()["attributes"] == {"ticket": "T-1", "nested": {"a": [1, 2]}}
+    assert raw(1) == {**before_raw, "attributes": {"ticket": "T-1", "nested": {"a": [1, 2]}}}
+    assert input_tokens(api) == before_tokens
+    event = Event.objects.get(session__key="chat", type="MESSAGE_UPDATED")
+    assert event.data["changes"] == {"attributes": {"from": {}, "to": {"ticket": "T-1", "nested": {"a": [1, 2]}}}}
+
+
+def test_a_patch_that_changes_nothing_records_nothing(api, conversation):
+    before = stored()
+
+    response = api.patch("/sessions/chat/messages/1", {"include_in_messages": True})
+
+    assert response.status_code == 200
+    assert stored() == before
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param({"content": "rewritten history"}, id="content"),
+    pytest.param({"role": "system"}, id="role"),
+    pytest.param({"include_in_messages": "no"}, id="flag not a boolean"),
+    pytest.param({"attributes": "not an object"}, id="attributes not an object"),
+    pytest.param({"attributes": {"k": "nul \x00"}, "include_in_messages": False}, id="NUL in attributes"),
+])
+def test_it_rejects_a_bad_body_with_422_and_changes_nothing(api, conversation, body):
+    before, message = stored(), raw(1)
+
+    assert_error(api.patch("/sessions/chat/messages/1", body), 422)
+
+    assert stored() == before
+    assert raw(1) == message
+
+
+def test_fields_other_than_the_two_that_may_change_are_invalid_requests(api, conversation):
+    assert_error(api.patch("/sessions/chat/messages/1", {"content": "x"}), 422, "invalid_request")
+
+
+def test_it_rejects_a_body_that_is_not_json_with_400(api, conversation):
+    before, message = stored(), raw(1)
+
+    assert_error(api.patch("/sessions/chat/messages/1", data="include_in_messages=false"), 400, "invalid_json")
+
+    assert stored() == before
+    assert raw(1) == message
+
+
+def test_it_rejects_an_oversized_body_with_413(api, conversation, small_request_limit):
+    before, message = stored(), raw(1)
+
+    response = api.patch("/sessions/chat/messages/1", {"attributes": {"blob": "x" * (small_request_limit + 1)}})
+
+    assert_error(response, 413, "request_too_large")
+    assert stored() == before
+    assert raw(1) == message
+
+
+@pytest.mark.parametrize("seq", ["6", "0", "-1", "99999999999999999999"])
+def test_it_answers_404_for_a_message_that_does_not_exist(api, conversation, seq):
+    before = stored()
+
+    response = api.patch(f"/sessions/chat/messages/{seq}", {"include_in_messages": False})
+
+    assert response.status_code in (404, 422)
+    assert_error(response, response.status_code)
+    if seq == "6":
+        assert response.json()["code"] == "message_not_found"
+    assert stored() == before
+
+
+def test_it_rejects_a_seq_that_is_not_a_number_with_422(api, conversation):
+    assert_error(api.patch("/sessions/chat/messages/first", {"include_in_messages": False}), 422, "invalid_request")
+
+
+def test_it_answers_404_for_an_unknown_session(api, conversation):
+    assert_error(api.patch("/sessions/nope/messages/1", {"include_in_messages": False}), 404, "session_not_found")
+
+
+def test_another_projects_key_gets_404_and_changes_nothing(other_api, conversation, project):
+    before, state, message = stored(), session_state(project, "chat"), raw(1)
+
+    body = assert_error(other_api.patch("/sessions/chat/messages/1", {"include_in_messages": False}),
+                        404, "session_not_found")
+
+    assert set(body) <= {"detail", "code"}
+    assert stored() == before
+    assert session_state(project, "chat") == state
+    assert raw(1) == message
+
+
+@pytest.mark.parametrize("key", ["bad%20key", "k" * 201])
+def test_it_rejects_an_invalid_session_key_with_422(api, key):
+    assert_error(api.patch(f"/sessions/{key}/messages/1", {"include_in_messages": False}), 422,
+                 "invalid_session_key")
+
+
+def test_it_rejects_a_request_without_a_valid_key_with_401(api, conversation, bad_credentials):
+    kwargs, code = bad_credentials
+    before, message = stored(), raw(1)
+
+    assert_error(api.patch("/sessions/chat/messages/1", {"include_in_messages": False}, **kwargs), 401, code)
+
+    assert stored() == before
+    assert raw(1) == message

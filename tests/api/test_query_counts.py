@@ -1,0 +1,97 @@
+"""Query counts of the read endpoints are pinned: they do not grow with the page or the session (SPEC §8,
+STYLE "query counts are pinned on list endpoints"). One query authenticates the key; the key's
+last_used_at is written at most once a minute, so a first request warms it up."""
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+AUTH = 1
+
+
+@pytest.fixture
+def warm(api):
+    assert api.get("/sessions").status_code == 200
+    return api
+
+
+def messages(n: int) -> list[dict]:
+    """n messages in turns of four: a question, a tool call, its result, an answer."""
+    out = []
+    for i in range(n):
+        turn, step = divmod(i, 4)
+        if step == 0:
+            out.append({"role": "user", "content": f"Question {turn}"})
+        elif step == 1:
+            out.append({"role": "assistant", "content": None,
+                        "tool_calls": [{"id": f"call_{turn}", "name": "lookup", "arguments": "{}"}]})
+        elif step == 2:
+            out.append({"role": "tool", "tool_call_id": f"call_{turn}", "content": f"Result {turn}"})
+        else:
+            out.append({"role": "assistant", "content": f"Answer {turn}", "attributes": {"turn": turn}})
+    return out
+
+
+def fill(append, key: str, n: int):
+    batch = messages(n)
+    for start in range(0, n, 500):
+        append(key, batch[start:start + 500])
+
+
+@pytest.mark.parametrize("limit", [5, 50])
+def test_the_sessions_list_costs_the_same_queries_at_any_page_size(warm, limit, django_assert_num_queries, append):
+    for n in range(60):
+        warm.put(f"/sessions/s{n:02}", {"title": f"Session {n}"})
+    append("s01", messages(8))
+    warm.post("/sessions/s01/compact", {"force": True, "keep_recent_tokens": 1, "summary": "x"})
+
+    with django_assert_num_queries(AUTH + 1):
+        response = warm.get("/sessions", query={"limit": limit, "q": "Session"})
+
+    assert len(response.json()["items"]) == limit
+    with django_assert_num_queries(AUTH + 1):
+        assert warm.get("/sessions", query={"limit": limit, "cursor": response.json()["next_cursor"]}).status_code == 200
+
+
+@pytest.mark.parametrize("limit", [10, 200])
+def test_a_raw_log_page_costs_the_same_queries_at_any_page_size(warm, limit, django_assert_num_queries, append):
+    fill(append, "long", 240)
+
+    with django_assert_num_queries(AUTH + 2):  # the session, the page
+        response = warm.get("/sessions/long/messages", query={"limit": limit, "after": 20})
+
+    assert len(response.json()["items"]) == limit
+
+
+@pytest.mark.parametrize("size", [20, 1000])
+@pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic"])
+def test_the_model_input_costs_the_same_queries_for_any_session_size(warm, size, fmt, django_assert_num_queries,
+                                                                      append):
+    fill(append, "talk", size)
+
+    with django_assert_num_queries(AUTH + 3):  # the session, the latest checkpoint, the messages after it
+        response = warm.get("/sessions/talk/model-input", query={"format": fmt})
+
+    assert response.status_code == 200
+    assert response.json()["tokens"]["messages"] > 0
+
+
+@pytest.mark.parametrize("size", [20, 1000])
+def test_the_model_input_after_a_checkpoint_costs_the_same_queries_for_any_session_size(
+        warm, size, django_assert_num_queries, append):
+    fill(append, "talk", size)
+    assert warm.post("/sessions/talk/compact", {"force": True, "keep_recent_tokens": 1,
+                                                "summary": "Earlier turns."}).json()["status"] == "completed"
+
+    with django_assert_num_queries(AUTH + 3):
+        response = warm.get("/sessions/talk/model-input", query={"as_of": size})
+
+    assert response.json()["checkpoint"] is not None
+
+
+@pytest.mark.parametrize("size", [20, 1000])
+def test_one_session_costs_the_same_queries_for_any_session_size(warm, size, django_assert_num_queries, append):
+    fill(append, "talk", size)
+
+    with django_assert_num_queries(AUTH + 1):
+        assert warm.get("/sessions/talk").json()["message_count"] == size
