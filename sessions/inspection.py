@@ -250,7 +250,10 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> di
     points = size_series(session)
     compaction = session.compaction_settings()
     max_seq = max([session.message_count, 1] + [p["seq"] for p in points])
-    top = max([compaction.max_tokens, 1] + [p["tokens"] for p in points]) * 1.1
+    highest = max([1] + [p["tokens"] for p in points])
+    # The threshold is drawn when it is in sight; far above the data it would flatten the line.
+    threshold_shown = compaction.max_tokens <= highest * 3
+    top = max(highest, compaction.max_tokens if threshold_shown else 0) * 1.1
     pad_left, pad_bottom = 48, 20
 
     def x(seq):
@@ -269,7 +272,7 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> di
         "height": height,
         "line": line,
         "drops": drops,
-        "threshold_y": y(compaction.max_tokens),
+        "threshold_y": y(compaction.max_tokens) if threshold_shown else None,
         "max_tokens": compaction.max_tokens,
         "axis_y": height - pad_bottom,
         "pad_left": pad_left,
