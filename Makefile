@@ -36,5 +36,13 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
+# Benchmarks (SPEC §8) on their own database: SQLite in a temporary directory, or ctxweb_bench on the
+# PostgreSQL server of DATABASE_URL. Prints a table and a line of JSON; fails only on wrong results.
+bench: install
+	$(BIN)/python -m bench.run
+
+bench-quick: install
+	$(BIN)/python -m bench.run --quick
+
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

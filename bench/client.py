@@ -1,0 +1,106 @@
+"""Real HTTP against a real server: gunicorn as a subprocess, a plain http.client caller, and the
+client process of the concurrent-append measurement. Nothing here imports Django, so the client
+processes (multiprocessing, spawn) start without it."""
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def call(port: int, method: str, path: str, body: bytes | None = None, secret: str = "", timeout: float = 120):
+    """One request on a new connection (gunicorn's sync workers close every connection anyway).
+    Returns (status, body bytes, seconds)."""
+    headers = {"Content-Type": "application/json"}
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, data, time.perf_counter() - started
+    finally:
+        conn.close()
+
+
+class Server:
+    """`gunicorn ctxweb.wsgi` on a free port of 127.0.0.1, with the benchmark's database."""
+
+    def __init__(self, database_url: str, workers: int, log_path: Path):
+        self.port = free_port()
+        self.workers = workers
+        self.log_path = log_path
+        self.env = {**os.environ, "DATABASE_URL": database_url, "DEBUG": "1", "ALLOWED_HOSTS": "127.0.0.1"}
+        self.process: subprocess.Popen | None = None
+
+    def start(self, secret: str, timeout: float = 60) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the server writes to it until stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "ctxweb.wsgi", "--bind", f"127.0.0.1:{self.port}",
+             "--workers", str(self.workers), "--timeout", "300", "--log-level", "warning"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=log,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                status, _, _ = call(self.port, "GET", "/api/v1/sessions?limit=1", secret=secret, timeout=5)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+
+def append_client(port: int, secret: str, key: str, bodies: list[bytes], start, results) -> None:
+    """One client process of the concurrent-append measurement: wait for the others, post every
+    batch, report (first start, last end, latencies, problems) on `results`."""
+    latencies, problems, stored = [], [], 0
+    start.wait()
+    began = time.monotonic()
+    for body in bodies:
+        try:
+            status, data, seconds = call(port, "POST", f"/api/v1/sessions/{key}/messages", body, secret)
+        except OSError as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+            continue
+        latencies.append(seconds)
+        if status != 200:
+            problems.append(f"HTTP {status}: {data[:300]!r}")
+            continue
+        stored += sum(1 for m in json.loads(data)["messages"] if m["stored"])
+    results.put({"began": began, "ended": time.monotonic(), "latencies": latencies, "problems": problems,
+                 "stored": stored})

@@ -1,0 +1,757 @@
+"""The measurements of SPEC §8 and the data they run on. Imported after django.setup().
+
+Data is made fast and directly: message rows are bulk-created from a pool of realistic turns whose
+token figures were computed once by the app's own parser (so every stored count is the one the app
+would have stored), with gapless seqs, tool calls linked to their results, and the session's
+denormalised figures set the way the app keeps them.
+"""
+
+import json
+import multiprocessing
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from bench.client import Server, append_client, call
+from bench.report import Report, percentile, progress
+from sessions.api_keys import create_api_key
+from sessions.compaction import plan_compaction, resolve_settings
+from sessions.model_input import build_model_input, refresh_input_tokens, summary_message_tokens
+from sessions.models import Checkpoint, Event, EventType, Message, Project, Role, Session, Tag, ToolCall
+from sessions.search import SearchFilters, search_messages
+from sessions.tokens import count_message, encoding
+from sessions.validation import NewMessage, message_digest, parse_message
+
+# Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
+MEASUREMENTS = ("tokens", "append", "latency", "concurrent", "model_input", "page", "search", "plan", "list")
+BATCH = 100
+PER_SECOND = "messages/s"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    reps: int  # repetitions of each in-process measurement, after warm-up
+    token_messages: int  # count_message calls per repetition
+    append_messages: int  # per repetition, in batches of BATCH
+    append_reps: int
+    latency_requests: int
+    concurrent_requests: int  # per client process, each a batch of concurrent_batch messages
+    concurrent_batch: int
+    concurrent_reps: int
+    model_input: tuple[int, int, int]  # session sizes; the checkpoint is ~100 messages before the end
+    page: tuple[int, int]
+    plan_tokens: int  # stored tokens after the checkpoint
+    list_sessions: int
+    list_sizes: tuple[int, int] = (25, 100)
+
+
+FULL = Sizes(
+    reps=15, token_messages=1000, append_messages=3000, append_reps=5, latency_requests=500,
+    concurrent_requests=40, concurrent_batch=10, concurrent_reps=3,
+    model_input=(200, 10_000, 100_000), page=(100, 100_000), plan_tokens=1_000_000, list_sessions=10_000,
+)
+QUICK = Sizes(
+    reps=5, token_messages=200, append_messages=500, append_reps=3, latency_requests=100,
+    concurrent_requests=10, concurrent_batch=10, concurrent_reps=2,
+    model_input=(200, 1_000, 10_000), page=(100, 10_000), plan_tokens=100_000, list_sessions=1_000,
+)
+
+# --- realistic text --------------------------------------------------------------------------------
+
+WORDS = """
+the a to of and in is it you that for on with as this be are was have not or but can by from at your we
+will if an do my all they which one so what there about would more when their up out time just like
+how some could them see other than then now look only come its over think also back after use two our
+work first well way even new want because any these give day most us account order refund invoice
+payment shipping delivery package tracking address customer support ticket issue problem error timeout
+database query index deployment server container cluster network latency cache memory disk request
+response status report summary meeting schedule calendar travel flight hotel booking reservation seat
+weather forecast rain wind temperature sunny cloudy humidity storm city lisbon porto madrid berlin
+paris tokyo seattle boston budget price discount subscription plan upgrade cancel renew password login
+email phone verify identity document contract policy warranty repair replacement product model version
+release feature bug patch test build pipeline branch commit review merge rollback migration backup
+restore alert monitor dashboard metric log trace incident outage recovery capacity quota limit usage
+""".split()
+QUESTION_STARTS = ["Can you", "Could you please", "How do I", "Why does", "What is", "Is it possible to",
+                   "I need to", "Please help me", "When will", "Where can I"]
+TOOLS = [("get_weather", ["city", "days"]), ("search_docs", ["query", "limit"]), ("lookup_order", ["order_id"]),
+         ("run_sql", ["sql"]), ("get_user_details", ["user_id"]), ("list_incidents", ["service", "since"])]
+INSTRUCTIONS = ("You are the support assistant of Example Corp. Be concise, verify the customer's identity "
+                "before changing anything, and call a tool rather than guessing.")
+PLANTED = "During the zanzibar quokka migration the replica fell behind by forty minutes."
+
+
+def sentence(rng: random.Random, low: int, high: int) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(low, high))]
+    return " ".join(words).capitalize() + "."
+
+
+def paragraph(rng: random.Random, sentences: int) -> str:
+    return " ".join(sentence(rng, 8, 22) for _ in range(sentences))
+
+
+@dataclass
+class Template:
+    """One message of a turn, parsed once by the app so its figures are the stored ones."""
+
+    role: str
+    content: str | None
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (name, arguments)
+    answers: tuple[int, int] | None = None  # (index in the turn of the assistant message, call position)
+    parsed: NewMessage | None = None
+
+
+@dataclass
+class Concrete:
+    n: int  # 1-based position in the generated conversation: the seq when it starts a fresh session
+    template: Template
+    call_ids: list[str]
+    tool_call_id: str
+    answers_n: int | None
+    turn_start: bool
+
+    def api(self, id_prefix: str) -> dict:
+        t = self.template
+        data = {"id": f"{id_prefix}m{self.n}", "role": t.role, "content": t.content}
+        if t.calls:
+            data["tool_calls"] = [{"id": cid, "name": name, "arguments": args}
+                                  for cid, (name, args) in zip(self.call_ids, t.calls, strict=True)]
+        if self.tool_call_id:
+            data["tool_call_id"] = self.tool_call_id
+        return data
+
+
+class Corpus:
+    """A pool of turns: a user question, then an answer, or tool calls, their results and an answer."""
+
+    def __init__(self, seed: int = 8, size: int = 400):
+        rng = random.Random(seed)
+        self.turns = [self._turn(rng) for _ in range(size)]
+        for turn in self.turns:
+            for t in turn:
+                t.parsed = parse_message(self._placeholder(t))
+
+    @staticmethod
+    def _placeholder(t: Template) -> dict:
+        data = {"role": t.role, "content": t.content}
+        if t.calls:
+            data["tool_calls"] = [{"id": f"c{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(t.calls)]
+        if t.answers:
+            data["tool_call_id"] = "c0"
+        return data
+
+    @staticmethod
+    def _turn(rng: random.Random) -> list[Template]:
+        question = f"{rng.choice(QUESTION_STARTS)} {sentence(rng, 6, 30).lower().rstrip('.')}?"
+        if rng.random() < 0.3:
+            question += " " + paragraph(rng, rng.randint(1, 3))
+        turn = [Template(Role.USER, question)]
+        shape = rng.random()
+        if shape < 0.5:
+            turn.append(Template(Role.ASSISTANT, paragraph(rng, rng.randint(2, 9))))
+            return turn
+        calls = []
+        for _ in range(1 if shape < 0.85 else 2):
+            name, params = rng.choice(TOOLS)
+            calls.append((name, json.dumps({p: rng.choice(WORDS) for p in params})))
+        preface = "" if rng.random() < 0.6 else sentence(rng, 5, 12)
+        turn.append(Template(Role.ASSISTANT, preface or None, calls))
+        for position in range(len(calls)):
+            # Tool output is most of a real transcript's tokens (tests/data/transcripts: mean about 140
+            # tokens a message, median about 40); these results make the pool match that.
+            items = rng.randint(1, 8) if rng.random() < 0.55 else rng.randint(40, 180)
+            result = {"status": "ok", "items": [sentence(rng, 3, 10) for _ in range(items)]}
+            turn.append(Template(Role.TOOL, json.dumps(result), answers=(1, position)))
+        turn.append(Template(Role.ASSISTANT, paragraph(rng, rng.randint(1, 5))))
+        return turn
+
+    def conversation(self, rng: random.Random, id_prefix: str = ""):
+        """An endless conversation of concrete messages with unique tool call ids."""
+        n = 0
+        while True:
+            turn = rng.choice(self.turns)
+            base = n
+            for i, t in enumerate(turn):
+                n += 1
+                call_ids = [f"{id_prefix}call{n}_{p}" for p in range(len(t.calls))]
+                answers_n, tool_call_id = None, ""
+                if t.answers:
+                    answers_n = base + t.answers[0] + 1
+                    tool_call_id = f"{id_prefix}call{answers_n}_{t.answers[1]}"
+                yield Concrete(n, t, call_ids, tool_call_id, answers_n, i == 0)
+
+    def api_messages(self, count: int, rng: random.Random, id_prefix: str) -> list[dict]:
+        stream = self.conversation(rng, id_prefix)
+        return [next(stream).api(id_prefix) for _ in range(count)]
+
+
+def message_row(session: Session, seq: int, new: NewMessage, *, call_seq=None, created_at=None, **changes) -> Message:
+    """The Message row the app stores for a parsed message (sessions/append.py does the same)."""
+    fields = {
+        "content": new.content, "text": new.text, "has_content": new.has_content, "tool_calls": new.tool_calls,
+        "call_ids": new.call_ids, "tool_call_id": new.tool_call_id, "tokens": new.tokens,
+        "tool_call_tokens": new.tool_call_tokens, "digest": new.digest, "client_id": new.client_id,
+    }
+    fields.update(changes)
+    return Message(
+        session=session, seq=seq, role=new.role, reasoning=new.reasoning, name=new.name,
+        attributes=new.attributes, include_in_messages=new.include_in_messages,
+        created_at=created_at or new.created_at or timezone.now(), call_seq=call_seq, reasoning_tokens=new.reasoning_tokens,
+        **fields,
+    )
+
+
+@dataclass
+class Built:
+    session: Session
+    count: int
+    tokens: int
+    checkpoint: Checkpoint | None
+    planted_seq: int | None = None
+
+
+# --- the measurements ------------------------------------------------------------------------------
+
+
+# A measurement stops repeating once it has taken this long (with at least MIN_SAMPLES), so a slow
+# regression makes the run longer, not endless.
+BUDGET_SECONDS = 30
+MIN_SAMPLES = 3
+
+
+def timed(fn: Callable[[], object], times: int, warmup: int = 1) -> list[float]:
+    return interleaved({"": fn}, times, warmup)[""]
+
+
+def interleaved(fns: dict[str, Callable[[], object]], times: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Time several things round-robin, so load from elsewhere on the machine falls on all of them
+    alike and the ratios between them stay fair."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    samples = {name: [] for name in fns}
+    deadline = time.perf_counter() + BUDGET_SECONDS
+    for round_ in range(times):
+        if round_ >= MIN_SAMPLES and time.perf_counter() > deadline:
+            progress(f"  (stopped after {round_} of {times} repetitions: over {BUDGET_SECONDS} s)")
+            break
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - started)
+    return samples
+
+
+def ms(samples: list[float]) -> list[float]:
+    return [s * 1000 for s in samples]
+
+
+class Bench:
+    def __init__(self, report: Report, *, quick: bool, database_url: str, tmp: Path):
+        self.report = report
+        self.sizes = QUICK if quick else FULL
+        self.database_url = database_url
+        self.tmp = tmp
+        self.postgres = connection.vendor == "postgresql"
+        self.corpus = Corpus()
+        self.project = Project.objects.create(name="bench", title="benchmark")
+        self.big_project = Project.objects.create(name="bench-big", title="benchmark: the largest session")
+        _, self.secret = create_api_key(self.project, "bench")
+        user = get_user_model().objects.create_superuser("bench", "bench@example.com", None)
+        self.client = Client(HTTP_HOST="127.0.0.1")
+        self.client.force_login(user)
+        self.server: Server | None = None
+        self.built: dict[str, Built] = {}
+        if self.postgres:
+            report.note("PostgreSQL: ANALYZE runs after each bulk load, as autovacuum would have long before "
+                        "anyone opens the data; SQLite gets no ANALYZE, as nothing runs it for this app")
+        report.note("appends go to sessions with automatic compaction off, so the figures are the append path alone")
+        sample = self.corpus.conversation(random.Random("sample"))
+        sizes = [next(sample).template.parsed.tokens for _ in range(5000)]
+        report.note(f"messages come from {len(self.corpus.turns)} generated turns: {statistics.mean(sizes):.0f} tokens "
+                    f"a message on average, median {statistics.median(sizes):.0f} (tests/data/transcripts: 139, 39)")
+        s = self.sizes
+        report.sizes.update(
+            quick=quick, append=f"{s.append_messages}x{s.append_reps} in batches of {BATCH}",
+            model_input="/".join(f"{n:,}" for n in s.model_input), page="/".join(f"{n:,}" for n in s.page),
+            plan_tokens=f"{s.plan_tokens:,}", list_sessions=f"{s.list_sessions:,}",
+        )
+
+    def run(self, names: list[str]) -> None:
+        for name in MEASUREMENTS:
+            if name in names:
+                progress(f"== {name}")
+                getattr(self, "measure_" + name)()
+                later = MEASUREMENTS[MEASUREMENTS.index(name) + 1:]
+                if not {"append", "latency", "concurrent"} & set(later) & set(names):
+                    self.stop_server()
+
+    def close(self) -> None:
+        self.stop_server()
+
+    # --- data --------------------------------------------------------------------------------------
+
+    def build(self, key: str, *, count: int | None = None, tokens_after_head: int | None = None,
+              checkpoint: str | None = None, project: Project | None = None, plant: bool = False) -> Built:
+        """A session of `count` messages (or with `tokens_after_head` tokens after a checkpoint that
+        covers its first 20 turns), bulk-created, optionally with a checkpoint ~100 messages before
+        the end ("end") or after the first turns ("head")."""
+        if key in self.built:
+            return self.built[key]
+        started = time.perf_counter()
+        session = Session.objects.create(
+            project=project or self.project, key=key, title=f"benchmark {key}", instructions=INSTRUCTIONS,
+            instructions_tokens=count_message(Role.SYSTEM, INSTRUCTIONS).total, auto_compact=False,
+        )
+        rng = random.Random(key)
+        stream = self.corpus.conversation(rng)
+        rows, tool_rows, token_list, turn_starts = [], [], [], []
+        head_end, after_head = None, 0
+        origin = timezone.now() - timedelta(days=30)
+        while True:
+            c = next(stream)
+            if count is not None and c.n > count:
+                break
+            if c.turn_start:
+                turn_starts.append(c.n)
+                if tokens_after_head is not None and len(turn_starts) == 21:
+                    head_end = c.n - 1
+                if tokens_after_head is not None and after_head >= tokens_after_head:
+                    break
+            new = c.template.parsed
+            calls = [{**call, "id": cid} for call, cid in zip(new.tool_calls, c.call_ids, strict=True)]
+            digest = message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id, new.name)
+            rows.append(message_row(
+                session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
+                client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id, digest=digest,
+            ))
+            tool_rows.extend((c.n, position, call) for position, call in enumerate(calls))
+            token_list.append(new.tokens)
+            if head_end is not None:
+                after_head += new.tokens
+        planted_seq = None
+        if plant:
+            planted_seq = next(s for s in turn_starts if s >= len(rows) // 2)
+            row = rows[planted_seq - 1]
+            row.content = row.text = PLANTED
+            row.tokens = token_list[planted_seq - 1] = count_message(Role.USER, PLANTED).total
+            row.digest = message_digest(Role.USER, PLANTED, "", [], "", "")
+        n = len(rows)
+        with transaction.atomic():
+            Message.objects.bulk_create(rows, batch_size=2000)
+            if tool_rows and rows[0].pk is None:  # backends that do not return ids from bulk inserts
+                ids = dict(Message.objects.filter(session=session).values_list("seq", "pk"))
+                for row in rows:
+                    row.pk = ids[row.seq]
+            ToolCall.objects.bulk_create(
+                (ToolCall(session=session, message=rows[seq - 1], seq=seq, position=position, call_id=call["id"],
+                          name=call["name"]) for seq, position, call in tool_rows),
+                batch_size=2000,
+            )
+            running, events = 0, []
+            for first in range(1, n + 1, BATCH):
+                last = min(n, first + BATCH - 1)
+                added = sum(token_list[first - 1:last])
+                running += added
+                events.append(Event(session=session, type=EventType.MESSAGES_APPENDED, actor="api:bench",
+                                    created_at=origin + timedelta(seconds=last),
+                                    data={"count": last - first + 1, "first_seq": first, "last_seq": last,
+                                          "tokens": added, "input_tokens": running, "duplicates": 0}))
+            Event.objects.bulk_create(events, batch_size=2000)
+            session.message_count = n
+            session.raw_tokens = sum(token_list)
+            session.last_activity_at = origin + timedelta(seconds=n)
+            cut = None
+            if checkpoint == "end":
+                cut = next(s for s in turn_starts if s >= n - 100) - 1
+            elif checkpoint == "head":
+                cut = head_end
+            made = None
+            if cut:
+                summary = paragraph(random.Random(key + "summary"), 12)
+                made = Checkpoint.objects.create(
+                    session=session, previous=None, summary=summary, first_seq=1, last_seq=cut, created_at_seq=n,
+                    summary_tokens=summary_message_tokens(summary, cut), replaced_tokens=sum(token_list[:cut]),
+                    tokens_before=session.raw_tokens, summarizer="extractive", trigger="request",
+                )
+                session.checkpoint_count = 1
+            session.save()
+            tokens = refresh_input_tokens(session)
+            if made:
+                made.tokens_after = tokens
+                made.save(update_fields=["tokens_after"])
+        self.analyze()
+        built = Built(session, n, session.raw_tokens, made, planted_seq)
+        self.built[key] = built
+        progress(f"  built {key}: {n:,} messages, {session.raw_tokens:,} tokens"
+                 f"{f', checkpoint at #{made.last_seq}' if made else ''} in {time.perf_counter() - started:.1f} s")
+        return built
+
+    def analyze(self) -> None:
+        """PostgreSQL: refresh the planner's statistics after a bulk load, as autovacuum would have done
+        long before anyone read a 100,000-message session. (SQLite: nothing ever runs ANALYZE for this
+        app, so the benchmark does not either.)"""
+        if self.postgres:
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
+
+    def fresh(self, built: Built) -> Session:
+        return Session.objects.select_related("project").get(pk=built.session.pk)
+
+    # --- token counting ----------------------------------------------------------------------------
+
+    def measure_tokens(self) -> None:
+        text = paragraph(random.Random("tokens"), 12)  # about 230 words, an ordinary assistant answer
+        enc = encoding()
+        n = self.sizes.token_messages
+        raw_tokens = len(enc.encode(text, disallowed_special=()))
+        counted = count_message(Role.ASSISTANT, text).total
+        self.report.check("tokens: count_message = raw + role + 3", counted == raw_tokens + 1 + 3,
+                          f"count_message gave {counted}, raw encode {raw_tokens}")
+
+        def with_app():
+            for _ in range(n):
+                count_message(Role.ASSISTANT, text)
+
+        def with_tiktoken():
+            for _ in range(n):
+                enc.encode(text, disallowed_special=())
+
+        app, raw = [], []
+        with_app()
+        with_tiktoken()
+        for _ in range(self.sizes.reps):
+            app += timed(with_app, 1, 0)
+            raw += timed(with_tiktoken, 1, 0)
+        self.report.figure(f"tokens: count_message ({raw_tokens}-token message)", "µs/message",
+                           [s / n * 1e6 for s in app])
+        self.report.figure("tokens: raw tiktoken encode, same text", "µs/message", [s / n * 1e6 for s in raw])
+        self.report.figure("tokens: count_message throughput", PER_SECOND, [n / s for s in app])
+        self.report.figure("tokens: count_message / raw encode", "x", [a / r for a, r in zip(app, raw, strict=True)])
+
+    # --- HTTP --------------------------------------------------------------------------------------
+
+    def start_server(self) -> Server:
+        if self.server is None:
+            workers = 4 if self.postgres else 1
+            progress(f"  starting gunicorn ctxweb.wsgi with {workers} worker(s)")
+            self.server = Server(self.database_url, workers, self.tmp / "gunicorn.log")
+            self.server.start(self.secret)
+            for i in range(4 * workers):  # every worker loads the app and the encoding before timing
+                self.api("POST", "/sessions/warm-up/messages",
+                         {"messages": [{"role": "user", "content": f"warm-up {i}"}]})
+        return self.server
+
+    def stop_server(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def api(self, method: str, path: str, body: dict | bytes | None = None) -> tuple[int, dict, float]:
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        status, data, seconds = call(self.server.port, method, "/api/v1" + path, body, self.secret)
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError:
+            parsed = {"raw": data[:500].decode(errors="replace")}
+        return status, parsed, seconds
+
+    def new_api_session(self, key: str) -> None:
+        # Automatic compaction off: the figure is the append path alone, not the summarizer's work.
+        status, data, _ = self.api("PUT", f"/sessions/{key}", {"compaction": {"auto": False}})
+        self.report.check("api: session created", status == 201, f"PUT {key}: HTTP {status} {data}")
+
+    def check_log(self, name: str, key: str, expected_ids: list[str]) -> None:
+        """The stored raw log holds exactly the sent messages, seqs 1..N without a gap."""
+        session = Session.objects.get(project=self.project, key=key)
+        rows = list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "client_id"))
+        seqs = [seq for seq, _ in rows]
+        ids = [cid for _, cid in rows]
+        n = len(expected_ids)
+        self.report.check(f"{name}: count equals sent", len(rows) == n, f"{key}: {len(rows)} stored, {n} sent")
+        self.report.check(f"{name}: seqs gapless", seqs == list(range(1, len(rows) + 1)), f"{key}: seqs not 1..N")
+        self.report.check(f"{name}: nothing lost or duplicated", sorted(ids) == sorted(expected_ids) and len(set(ids)) == len(ids),
+                          f"{key}: stored ids differ from the sent ones")
+        self.report.check(f"{name}: message_count", session.message_count == n,
+                          f"{key}: message_count {session.message_count}, {n} sent")
+
+    def measure_append(self) -> None:
+        self.start_server()
+        n, reps = self.sizes.append_messages, self.sizes.append_reps
+        api_rates, orm_rates = [], []
+        for rep in range(reps + 1):  # the first is the warm-up
+            warmup = rep == 0
+            count = min(n, 500) if warmup else n
+            messages = self.corpus.api_messages(count, random.Random(f"append{rep}"), f"r{rep}")
+            bodies = [json.dumps({"messages": messages[i:i + BATCH]}).encode() for i in range(0, count, BATCH)]
+            key = f"append-api-{rep}"
+            self.new_api_session(key)
+            started = time.perf_counter()
+            for body in bodies:
+                status, data, _ = self.api("POST", f"/sessions/{key}/messages", body)
+                if not self.report.check("append: HTTP 200", status == 200, f"HTTP {status}: {str(data)[:300]}"):
+                    break
+            seconds = time.perf_counter() - started
+            self.check_log("append", key, [m["id"] for m in messages])
+            status, data, _ = self.api("POST", f"/sessions/{key}/messages", bodies[-1])
+            self.report.check("append: a retried batch stores nothing twice",
+                              status == 200 and all(m["duplicate"] for m in data["messages"])
+                              and Message.objects.filter(session__project=self.project, session__key=key).count() == count,
+                              f"retry: HTTP {status} {str(data)[:300]}")
+
+            # The same rows, parsed (tokens, digests) before the clock starts.
+            parsed = [parse_message(m, i) for i, m in enumerate(messages)]
+            call_seqs, calls = [None] * count, {}
+            for i, new in enumerate(parsed):
+                calls.update((call_id, i + 1) for call_id in new.call_ids)
+                call_seqs[i] = calls.get(new.tool_call_id)
+            session = Session.objects.create(project=self.project, key=f"append-orm-{rep}", auto_compact=False)
+            started = time.perf_counter()
+            for first in range(0, count, BATCH):
+                with transaction.atomic():
+                    Message.objects.bulk_create([
+                        message_row(session, i + 1, parsed[i], call_seq=call_seqs[i])
+                        for i in range(first, min(count, first + BATCH))
+                    ])
+            orm_seconds = time.perf_counter() - started
+            self.report.check("append: bulk_create stored every row",
+                              Message.objects.filter(session=session).count() == count, "bulk_create lost rows")
+            if not warmup:
+                api_rates.append(count / seconds)
+                orm_rates.append(count / orm_seconds)
+                progress(f"  run {rep}: API {count / seconds:,.0f} msg/s, bulk_create {count / orm_seconds:,.0f} msg/s")
+        api = self.report.figure(f"append: HTTP API, batches of {BATCH}", PER_SECOND, api_rates)
+        orm = self.report.figure(f"append: raw ORM bulk_create, batches of {BATCH}", PER_SECOND, orm_rates)
+        self.report.target("append: API rate / bulk_create rate", api.median / orm.median, ">=", 0.5,
+                           spec="appending through the HTTP API, batched: at least 50% of a raw ORM bulk_create")
+
+    def measure_latency(self) -> None:
+        self.start_server()
+        key = "latency"
+        self.new_api_session(key)
+        total = self.sizes.latency_requests
+        warmup = 20
+        messages = self.corpus.api_messages(total + warmup, random.Random("latency"), "l")
+        latencies = []
+        for i, message in enumerate(messages):
+            status, data, seconds = self.api("POST", f"/sessions/{key}/messages", {"messages": [message]})
+            if not self.report.check("latency: HTTP 200", status == 200, f"HTTP {status}: {str(data)[:300]}"):
+                break
+            if i >= warmup:
+                latencies.append(seconds * 1000)
+        self.check_log("latency", key, [m["id"] for m in messages])
+        self.report.figure("append latency, single message (all requests)", "ms", latencies)
+        self.report.figure("append latency, single message p50", "ms", [percentile(latencies, 50)])
+        self.report.figure("append latency, single message p99", "ms", [percentile(latencies, 99)])
+
+    def concurrent_run(self, key: str, clients: int, requests: int, size: int) -> tuple[float, float]:
+        """`clients` processes post `requests` batches of `size` messages between them to one session
+        at once; checks that nothing was lost or duplicated; returns (messages/s, p99 latency ms)."""
+        self.new_api_session(key)
+        bodies, sent = [], []
+        for c in range(clients):
+            messages = self.corpus.api_messages(requests // clients * size, random.Random(f"{key}-{c}"), f"p{c}-")
+            sent += [m["id"] for m in messages]
+            bodies.append([json.dumps({"messages": messages[i:i + size]}).encode() for i in range(0, len(messages), size)])
+        context = multiprocessing.get_context("spawn")
+        start, results = context.Barrier(clients), context.Queue()
+        processes = [context.Process(target=append_client, args=(self.server.port, self.secret, key, bodies[c], start, results))
+                     for c in range(clients)]
+        for p in processes:
+            p.start()
+        outcomes = [results.get(timeout=600) for _ in processes]
+        for p in processes:
+            p.join(timeout=60)
+        problems = [problem for o in outcomes for problem in o["problems"]]
+        self.report.check("concurrent: every request answered 200", not problems, "; ".join(problems[:3]))
+        self.report.check("concurrent: every message stored once",
+                          sum(o["stored"] for o in outcomes) == len(sent), "stored count differs from sent")
+        self.check_log("concurrent", key, sent)
+        seconds = max(o["ended"] for o in outcomes) - min(o["began"] for o in outcomes)
+        latencies = [s * 1000 for o in outcomes for s in o["latencies"]]
+        rate, p99 = len(sent) / seconds, percentile(latencies, 99)
+        progress(f"  {key}: {clients} client(s), {rate:,.0f} msg/s, p99 {p99:.1f} ms")
+        return rate, p99
+
+    def measure_concurrent(self) -> None:
+        if not self.postgres:
+            self.report.note("concurrent appends: skipped on SQLite (one writer at a time); run with "
+                             "DATABASE_URL=postgres://... to measure them")
+            return
+        self.start_server()
+        clients, size = 4, self.sizes.concurrent_batch
+        requests = clients * self.sizes.concurrent_requests
+        self.concurrent_run("concurrent-warm-up", clients, requests, size)
+        single, rates, p99s = [], [], []
+        for rep in range(self.sizes.concurrent_reps):
+            single.append(self.concurrent_run(f"concurrent-{rep}-one", 1, requests, size)[0])
+            rate, p99 = self.concurrent_run(f"concurrent-{rep}", clients, requests, size)
+            rates.append(rate)
+            p99s.append(p99)
+        self.report.figure(f"concurrent appends: {clients} clients into one session, batches of {size}, total rate",
+                           PER_SECOND, rates)
+        self.report.figure(f"concurrent appends: request latency p99, {clients} clients", "ms", p99s)
+        self.report.figure("concurrent appends: 1 client, same batches (for scale), rate", PER_SECOND, single)
+        self.report.figure(f"concurrent appends: {clients} clients / 1 client", "x",
+                           [r / s for r, s in zip(rates, single, strict=True)])
+
+    # --- in-process --------------------------------------------------------------------------------
+
+    def big(self) -> Built:
+        """The largest session, with a checkpoint near the end, alone in its project (search corpus)."""
+        n = self.sizes.model_input[-1]
+        return self.build(f"mi-{n}", count=n, checkpoint="end", project=self.big_project, plant=True)
+
+    def measure_model_input(self) -> None:
+        calls, labels = {}, {}
+        for n in self.sizes.model_input:
+            built = self.big() if n == self.sizes.model_input[-1] else self.build(f"mi-{n}", count=n, checkpoint="end")
+            session = self.fresh(built)
+            model_input = build_model_input(session)
+            seqs = [e.seq for e in model_input.message_entries]
+            self.report.check("model input: starts after the checkpoint",
+                              model_input.checkpoint is not None and seqs and min(seqs) > built.checkpoint.last_seq
+                              and max(seqs) <= n, f"{n}: input seqs {seqs[:3]}…")
+            self.report.check("model input: size equals the stored figure", model_input.tokens == session.input_tokens,
+                              f"{n}: built {model_input.tokens} tokens, session says {session.input_tokens}")
+            calls[n] = lambda s=session: build_model_input(s)
+            labels[n] = f"model input: {n:,} messages ({len(seqs)} after the checkpoint)"
+        samples = interleaved(calls, self.sizes.reps * 2, warmup=2)
+        medians = {n: self.report.figure(labels[n], "ms", ms(samples[n])).median for n in calls}
+        small, large = self.sizes.model_input[0], self.sizes.model_input[-1]
+        self.report.target(f"model input: {large:,} / {small:,} messages", medians[large] / medians[small], "<=", 1.5,
+                           "x", "model input for a 100,000-message session at most 1.5x a 200-message one")
+
+    def page(self, built: Built) -> Callable[[], None]:
+        """A checked first GET of the session page, and the GET to time."""
+        url = reverse("session", args=[built.session.project.name, built.session.key])
+        response = self.client.get(url)
+        self.report.check("page: HTTP 200", response.status_code == 200, f"{url}: HTTP {response.status_code}")
+        self.report.check("page: shows the newest message", f'id="m-{built.count}"'.encode() in response.content,
+                          f"{url}: no #m-{built.count}")
+
+        def get():
+            if self.client.get(url).status_code != 200:
+                raise RuntimeError(f"{url} stopped answering 200")
+
+        return get
+
+    def measure_page(self) -> None:
+        small_n, large_n = self.sizes.page
+        small = self.build(f"page-{small_n}", count=small_n)
+        large = self.big() if large_n == self.sizes.model_input[-1] else self.build(f"page-{large_n}", count=large_n, checkpoint="end")
+        bare = self.build(f"page-{large_n}-no-checkpoint", count=large_n)
+        labels = {
+            "small": f"session page: {small_n} messages",
+            "large": f"session page: {large_n:,} messages, checkpoint near the end",
+            "bare": f"session page: {large_n:,} messages, no checkpoint",
+        }
+        samples = interleaved({"small": self.page(small), "large": self.page(large), "bare": self.page(bare)},
+                              self.sizes.reps, warmup=2)
+        medians = {name: self.report.figure(labels[name], "ms", ms(samples[name])).median for name in labels}
+        spec = "the session page of a 100,000-message session renders in at most 2x a 100-message one"
+        self.report.target(f"session page: {large_n:,} (checkpoint near end) / {small_n}",
+                           medians["large"] / medians["small"], "<=", 2, "x", spec)
+        self.report.target(f"session page: {large_n:,} (no checkpoint) / {small_n}",
+                           medians["bare"] / medians["small"], "<=", 2, "x", spec)
+
+    def measure_search(self) -> None:
+        built = self.big()
+        filters = SearchFilters(project_ids=[self.big_project.pk])
+        total = Message.objects.count()
+        hits = search_messages("quokka zanzibar", filters)
+        self.report.check("search: finds the planted message first",
+                          bool(hits) and hits[0].message.seq == built.planted_seq and hits[0].message.session_id == built.session.pk,
+                          f"hits {[(h.message.session_id, h.message.seq) for h in hits[:3]]}, planted #{built.planted_seq}")
+        common = search_messages("weather forecast", filters)
+        self.report.check("search: a common query finds messages", len(common) > 0, "no hits for 'weather forecast'")
+        worst = 0.0
+        for query, label in (("quokka zanzibar", "rare terms"), ("weather forecast", "common terms"),
+                             ("database timeout", "common terms, 2")):
+            samples = ms(timed(lambda q=query: search_messages(q, filters), self.sizes.reps, warmup=1))
+            worst = max(worst, self.report.figure(
+                f"search: {label} '{query}' over {built.count:,} messages", "ms", samples).median)
+        if total > built.count:
+            self.report.note(f"search runs in a project of {built.count:,} messages; the database holds {total:,}")
+        self.report.target("search: slowest query (median)", worst, "<", 500, " ms",
+                           "search across transcripts: well under a second (read here as < 500 ms)")
+
+    def measure_plan(self) -> None:
+        built = self.build("plan", tokens_after_head=self.sizes.plan_tokens, checkpoint="head")
+        session = self.fresh(built)
+        after = built.tokens - built.checkpoint.replaced_tokens
+        compaction = resolve_settings(session)
+        plan = plan_compaction(session, compaction)
+        visible = plan.tokens_before - session.instructions_tokens - built.checkpoint.summary_tokens - 3
+        self.report.check("plan: measures the stored input size", plan.tokens_before == session.input_tokens,
+                          f"plan says {plan.tokens_before}, session {session.input_tokens}")
+        self.report.check("plan: covers something", plan.last_seq is not None and plan.first_seq == built.checkpoint.last_seq + 1,
+                          f"plan {plan.first_seq}..{plan.last_seq}")
+        self.report.check("plan: covered + kept = everything after the checkpoint",
+                          plan.covered_tokens + plan.kept_tokens == visible,
+                          f"{plan.covered_tokens} + {plan.kept_tokens} != {visible}")
+
+        def run():
+            plan_compaction(session, resolve_settings(session))
+
+        samples = ms(timed(run, self.sizes.reps, warmup=2))
+        self.report.figure(f"compaction plan: {after:,} tokens, {built.count - built.checkpoint.last_seq:,} messages "
+                           "after the checkpoint", "ms", samples)
+        self.report.target(f"compaction plan over {after / 1e6:.1f}M stored tokens", statistics.median(samples), "<", 100,
+                           " ms", "planning a compaction over 1,000,000 stored tokens takes under 100 ms")
+
+    def measure_list(self) -> None:
+        project = Project.objects.create(name="bench-list", title="benchmark: many sessions")
+        n = self.sizes.list_sessions
+        started = time.perf_counter()
+        now = timezone.now()
+        rng = random.Random("list")
+        rows = []
+        for i in range(n):
+            messages = rng.randint(1, 400)
+            raw = messages * rng.randint(40, 160)
+            rows.append(Session(
+                project=project, key=f"list-{i:05d}", title=sentence(rng, 2, 6), metadata={"customer": f"c{i % 97}"},
+                message_count=messages, raw_tokens=raw, input_tokens=min(raw, rng.randint(1000, 120_000)),
+                checkpoint_count=rng.randint(0, 3), failed_compactions=int(i % 50 == 0),
+                created_at=now - timedelta(minutes=i + 5), last_activity_at=now - timedelta(minutes=i),
+                updated_at=now - timedelta(minutes=i),
+            ))
+        Session.objects.bulk_create(rows, batch_size=2000)
+        tags = [Tag.objects.create(project=project, name=name) for name in ("needs-review", "bug", "vip")]
+        ids = list(Session.objects.filter(project=project).values_list("pk", flat=True))
+        Session.tags.through.objects.bulk_create(
+            [Session.tags.through(session_id=pk, tag_id=tags[i % 3].pk) for i, pk in enumerate(ids) if i % 7 == 0],
+            batch_size=2000,
+        )
+        self.analyze()
+        progress(f"  built {n:,} sessions in {time.perf_counter() - started:.1f} s")
+        queries = {}
+        for size in self.sizes.list_sizes:
+            url = reverse("sessions") + f"?size={size}"
+            with CaptureQueriesContext(connection) as captured:
+                response = self.client.get(url)
+            queries[size] = len(captured.captured_queries)
+            shown = response.content.count(b'class="key"')
+            self.report.check("list: HTTP 200", response.status_code == 200, f"{url}: HTTP {response.status_code}")
+            self.report.check("list: page shows as many rows as asked", shown == size, f"{url}: {shown} rows")
+            samples = ms(timed(lambda u=url: self.client.get(u), self.sizes.reps, warmup=1))
+            self.report.figure(f"sessions list: {n:,} sessions, page of {size}", "ms", samples)
+            self.report.figure(f"sessions list: queries, page of {size}", "queries", [queries[size]])
+        small, large = self.sizes.list_sizes
+        self.report.target(f"sessions list: queries at {large} - at {small}", queries[large] - queries[small], "==", 0,
+                           spec="the sessions list issues a constant number of queries whatever the page size")
+        self.report.check("list: query count does not grow with the page size", queries[large] == queries[small],
+                          f"{queries[small]} queries at {small} rows, {queries[large]} at {large}")
