@@ -28,7 +28,7 @@ from bench.report import Report, percentile, progress
 from sessions.api_keys import create_api_key
 from sessions.compaction import plan_compaction, resolve_settings
 from sessions.model_input import build_model_input, refresh_input_tokens, summary_message_tokens
-from sessions.models import Checkpoint, Event, EventType, Message, Project, Role, Session, Tag, ToolCall
+from sessions.models import Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
 from sessions.search import SearchFilters, search_messages
 from sessions.tokens import count_message, encoding
 from sessions.validation import NewMessage, message_digest, parse_message
@@ -316,7 +316,7 @@ class Bench:
         )
         rng = random.Random(key)
         stream = self.corpus.conversation(rng)
-        rows, tool_rows, token_list, turn_starts = [], [], [], []
+        rows, token_list, turn_starts = [], [], []
         head_end, after_head = None, 0
         origin = timezone.now() - timedelta(days=30)
         while True:
@@ -336,7 +336,6 @@ class Bench:
                 session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
                 client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id, digest=digest,
             ))
-            tool_rows.extend((c.n, position, call) for position, call in enumerate(calls))
             token_list.append(new.tokens)
             if head_end is not None:
                 after_head += new.tokens
@@ -350,15 +349,6 @@ class Bench:
         n = len(rows)
         with transaction.atomic():
             Message.objects.bulk_create(rows, batch_size=2000)
-            if tool_rows and rows[0].pk is None:  # backends that do not return ids from bulk inserts
-                ids = dict(Message.objects.filter(session=session).values_list("seq", "pk"))
-                for row in rows:
-                    row.pk = ids[row.seq]
-            ToolCall.objects.bulk_create(
-                (ToolCall(session=session, message=rows[seq - 1], seq=seq, position=position, call_id=call["id"],
-                          name=call["name"]) for seq, position, call in tool_rows),
-                batch_size=2000,
-            )
             running, events = 0, []
             for first in range(1, n + 1, BATCH):
                 last = min(n, first + BATCH - 1)

@@ -5,13 +5,12 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from .errors import Conflict, DomainError
 from .events import record
-from .model_input import input_tokens_after_append
-from .models import EventType, Message, Project, Role, Session, ToolCall
+from .model_input import input_figures_after_append
+from .models import EventType, Message, Project, Role, Session
 from .store import get_or_create_locked
 from .validation import NewMessage, parse_message
 
@@ -80,21 +79,13 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
         )
     } if given_ids else {}
 
-    wanted_call_ids = {m.tool_call_id for m in batch if m.role == Role.TOOL}
-    # call id -> seq of the nearest preceding assistant message with that call
-    calls: dict[str, int] = {}
-    if wanted_call_ids:
-        rows = (
-            ToolCall.objects.filter(session=session, call_id__in=wanted_call_ids)
-            .values("call_id")
-            .annotate(seq=Max("seq"))
-        )
-        calls = {row["call_id"]: row["seq"] for row in rows}
+    # Tool results must answer the nearest preceding call of their id; calls made earlier in this batch
+    # are found as the loop goes, the others in the stored assistant messages.
+    calls = _stored_calls(session, _ids_answered_from_before(batch), session.message_count + 1)
 
     now = timezone.now()
     next_seq = session.message_count + 1
     to_create: list[Message] = []
-    tool_rows: list[tuple[Message, int, dict]] = []
     in_batch: dict[str, NewMessage] = {}
     for index, new in enumerate(batch):
         if not new.persist:
@@ -156,41 +147,74 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
             digest=new.digest,
         )
         to_create.append(message)
-        for position, call in enumerate(new.tool_calls):
-            tool_rows.append((message, position, call))
-            calls[call["id"]] = seq
+        for call_id in new.call_ids:
+            calls[call_id] = seq
         result.messages.append(AppendedMessage(index, seq, new.client_id, new.tokens, "stored"))
 
     if not to_create:
         return
     Message.objects.bulk_create(to_create)
-    if tool_rows:
-        if not all(m.pk for m, _, _ in tool_rows):  # backends that do not return ids from bulk inserts
-            ids = dict(
-                Message.objects.filter(session=session, seq__gte=to_create[0].seq).values_list("seq", "pk")
-            )
-            for m in to_create:
-                m.pk = ids[m.seq]
-        ToolCall.objects.bulk_create(
-            ToolCall(session=session, message=m, seq=m.seq, position=pos, call_id=call["id"], name=call["name"])
-            for m, pos, call in tool_rows
-        )
     added_tokens = sum(m.tokens for m in to_create)
+    visible = [m for m in to_create if m.include_in_messages and m.role != Role.SYSTEM]
+    figures = input_figures_after_append(session, to_create[0].seq, visible)
+    # One UPDATE for every figure the batch changed.
+    Session.objects.filter(pk=session.pk).update(
+        message_count=to_create[-1].seq,
+        raw_tokens=session.raw_tokens + added_tokens,
+        last_activity_at=now,
+        **figures,
+    )
     session.message_count = to_create[-1].seq
     session.raw_tokens += added_tokens
     session.last_activity_at = now
-    Session.objects.filter(pk=session.pk).update(
-        message_count=session.message_count, raw_tokens=session.raw_tokens, last_activity_at=now
-    )
-    input_tokens = input_tokens_after_append(session, to_create[0].seq)
+    for name, value in figures.items():
+        setattr(session, name, value)
     record(
         session,
         EventType.MESSAGES_APPENDED,
         actor,
-        input_tokens=input_tokens,
+        input_tokens=session.input_tokens,
         count=len(to_create),
         first_seq=to_create[0].seq,
         last_seq=to_create[-1].seq,
         tokens=added_tokens,
         duplicates=sum(1 for m in result.messages if m.duplicate),
     )
+
+
+def _ids_answered_from_before(batch: list[NewMessage]) -> set[str]:
+    """The tool_call_ids of the batch's results whose call is not made earlier in the batch."""
+    made, needed = set(), set()
+    for new in batch:
+        if new.role == Role.TOOL and new.tool_call_id not in made:
+            needed.add(new.tool_call_id)
+        made.update(new.call_ids)
+    return needed
+
+
+CALL_SCAN_CHUNK = 200
+
+
+def _stored_calls(session: Session, call_ids: set[str], before_seq: int) -> dict[str, int]:
+    """call id -> seq of the nearest stored assistant message before `before_seq` that made that call.
+
+    Reads assistant messages newest first, a chunk at a time, through the (session, role, seq) index;
+    results nearly always answer a recent call, so this is one small read.
+    """
+    found: dict[str, int] = {}
+    remaining = set(call_ids)
+    upper = before_seq
+    while remaining:
+        chunk = list(
+            Message.objects.filter(session=session, role=Role.ASSISTANT, seq__lt=upper)
+            .order_by("-seq")
+            .values_list("seq", "call_ids")[:CALL_SCAN_CHUNK]
+        )
+        for seq, ids in chunk:
+            for call_id in remaining.intersection(ids):
+                found[call_id] = seq
+            remaining.difference_update(found)
+        if len(chunk) < CALL_SCAN_CHUNK:
+            break
+        upper = chunk[-1][0]
+    return found

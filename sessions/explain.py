@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .model_input import Layout, ModelInput, Omission, Reason
+from .model_input import Layout, ModelInput, Omission, Reason, StoredLayout
 from .models import Checkpoint, Message, Role
 
 
@@ -34,10 +34,11 @@ def covering_checkpoint(checkpoints: list[Checkpoint], seq: int) -> Checkpoint |
 
 
 def explain_messages(
-    messages: list[Message], model_input: ModelInput | Layout, checkpoints: list[Checkpoint]
+    messages: list[Message], model_input: ModelInput | Layout | StoredLayout, checkpoints: list[Checkpoint]
 ) -> dict[int, Explanation]:
-    """Explanations for `messages` (any window of the raw log) against one model input, built in full
-    (ModelInput) or only laid out from stored figures (Layout).
+    """Explanations for `messages` (any window of the raw log, in seq order) against one model input:
+    built in full (ModelInput), laid out from the visible rows (Layout), or read from the figures
+    stored on the session (StoredLayout).
 
     `checkpoints` are the session's checkpoints (any order); only those the input's checkpoint extends
     count as covering.
@@ -45,7 +46,7 @@ def explain_messages(
     current = model_input.checkpoint
     boundary = current.last_seq if current else 0
     chain = [c for c in checkpoints if current is not None and c.last_seq <= current.last_seq]
-    positions = model_input.positions()
+    positions = model_input.positions(messages)
     dropped = model_input.dropped
     omissions = model_input.omission_for()
     total = model_input.entry_count

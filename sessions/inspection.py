@@ -11,7 +11,15 @@ from django.db.models import F, Window
 from django.db.models.functions import Mod, RowNumber
 
 from .explain import Explanation, covering_checkpoint, explain_messages
-from .model_input import Layout, Reason, layout_model_input, summary_message_text
+from .model_input import (
+    Layout,
+    Reason,
+    StoredLayout,
+    layout_model_input,
+    stored_layout,
+    summary_message_text,
+    visible_messages,
+)
 from .models import Checkpoint, Event, EventType, Message, Note, Role, Session
 from .tokens import REPLY_PRIMING
 
@@ -83,6 +91,7 @@ class InputWindow:
     items: list[InputItem]
     earlier: int  # stored messages of the input not shown (before the window)
     first_position: int | None
+    first_seq: int | None = None
 
 
 def pretty_arguments(arguments: str) -> str:
@@ -110,9 +119,10 @@ def _tool_results(session: Session, messages: list[Message]) -> dict[tuple[int, 
     seqs = [m.seq for m in messages if m.call_ids]
     if not seqs:
         return {}
+    # Only tool results have a call_seq; the (session, call_seq) index answers this directly.
     rows = (
-        Message.objects.filter(session=session, role=Role.TOOL, call_seq__in=seqs)
-        .order_by("seq")
+        Message.objects.filter(session=session, call_seq__in=seqs)
+        .order_by("call_seq", "seq")
         .values_list("call_seq", "tool_call_id", "seq")
     )
     results = {}
@@ -175,20 +185,35 @@ def raw_window(
     )
 
 
-def input_window(session: Session, layout: Layout, checkpoints: list[Checkpoint], *, before: int | None = None,
-                 limit: int = INPUT_WINDOW) -> InputWindow:
-    """The newest `limit` entries of the model input (or those before a position), with the
-    instructions and the summary at the top of the first window."""
+def _input_tail(session: Session, layout, before_seq: int | None, limit: int) -> list[Message]:
+    """The newest `limit` stored messages of the input (before `before_seq`), in seq order."""
+    if isinstance(layout, StoredLayout):
+        left_out = layout._left_out()
+        after = layout.checkpoint.last_seq if layout.checkpoint else 0
+        qs = visible_messages(session, after)
+        if before_seq is not None:
+            qs = qs.filter(seq__lt=before_seq)
+        newest = [m for m in qs.order_by("-seq")[: limit + len(left_out)] if m.seq not in left_out]
+        return newest[:limit][::-1]
     positions = layout.positions()
     kept = sorted(positions, key=positions.get)
-    if before is not None:
-        kept = [seq for seq in kept if positions[seq] < before]
+    if before_seq is not None:
+        kept = [seq for seq in kept if seq < before_seq]
     shown = kept[-limit:]
-    earlier = len(kept) - len(shown)
-    messages = {m.seq: m for m in session.messages.filter(seq__in=shown)} if shown else {}
-    results = _tool_results(session, list(messages.values()))
+    return list(session.messages.filter(seq__in=shown).order_by("seq")) if shown else []
+
+
+def input_window(session: Session, layout, checkpoints: list[Checkpoint], *, before: int | None = None,
+                 limit: int = INPUT_WINDOW) -> InputWindow:
+    """The newest `limit` stored messages of the model input (or those before seq `before`), with the
+    instructions and the summary at the top when the window reaches the start."""
+    shown = _input_tail(session, layout, before, limit)
+    positions = layout.positions(shown)
+    first_position = positions[shown[0].seq] if shown else None
+    earlier = first_position - layout.head_count - 1 if shown else 0
+    results = _tool_results(session, shown)
     items: list[InputItem] = []
-    if before is None or earlier == 0:
+    if earlier == 0:
         position = 0
         if session.instructions_tokens:
             position += 1
@@ -200,14 +225,23 @@ def input_window(session: Session, layout: Layout, checkpoints: list[Checkpoint]
                 text=summary_message_text(layout.checkpoint.summary, layout.checkpoint.last_seq),
                 checkpoint=layout.checkpoint,
             ))
-    for seq in shown:
-        m = messages[seq]
-        dropped = layout.dropped.get(seq, [])
+    dropped_by_seq = layout.dropped
+    for m in shown:
+        dropped = dropped_by_seq.get(m.seq, [])
         calls = [c for c in _calls(m, results) if c.id not in dropped]
-        items.append(InputItem("message", m.role, layout.kept_tokens[seq], positions[seq], message=m,
+        tokens = m.tokens - sum(t for cid, t in zip(m.call_ids, m.tool_call_tokens, strict=False) if cid in dropped)
+        items.append(InputItem("message", m.role, tokens, positions[m.seq], message=m,
                                tool_calls=calls, dropped_calls=dropped))
-    first_position = positions[shown[0]] if shown else None
-    return InputWindow(items, earlier if before is None or earlier else 0, first_position)
+    return InputWindow(items, earlier, first_position, shown[0].seq if shown else None)
+
+
+def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None):
+    """The model input the page explains: the one built now, from the session's stored figures, or
+    the one as of message `as_of`, laid out again (reading every visible row up to it)."""
+    if as_of is None:
+        latest = max(checkpoints, key=lambda c: c.last_seq) if checkpoints else None
+        return stored_layout(session, checkpoint=latest)
+    return layout_model_input(session, as_of=as_of)
 
 
 def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
@@ -285,7 +319,7 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> di
 def session_view(session: Session, *, as_of: int | None = None, around: int | None = None) -> dict:
     """Everything the first screen of the session page needs."""
     checkpoints = checkpoints_of(session)
-    layout = layout_model_input(session, as_of=as_of)
+    layout = page_layout(session, checkpoints, as_of)
     compaction = session.compaction_settings()
     return {
         "layout": layout,

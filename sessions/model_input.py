@@ -6,8 +6,12 @@ is dropped unless it belongs to the newest assistant message) are applied here, 
 and every explanation agree on what the model sees.
 """
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from django.db.models import Subquery, TextField, Value
+from django.db.models.functions import Cast, Coalesce
 
 from .errors import DomainError
 from .models import Checkpoint, Message, Role, Session
@@ -65,6 +69,11 @@ class Omission:
     request_index: int | None = None  # for an unpersisted message of the request
     whole_message: bool = True
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Omission":
+        return cls(data["reason"], data.get("seq"), data.get("tool_call_id", ""), data.get("request_index"),
+                   data.get("whole_message", True))
+
     def as_dict(self) -> dict:
         data = {"seq": self.seq, "reason": self.reason}
         if self.tool_call_id:
@@ -103,7 +112,7 @@ class ModelInput:
                 by_seq[omission.seq].append(omission)
         return by_seq
 
-    def positions(self) -> dict[int, int]:
+    def positions(self, messages=None) -> dict[int, int]:
         return {entry.seq: i for i, entry in enumerate(self.entries, start=1) if entry.seq is not None}
 
     @property
@@ -297,18 +306,31 @@ def build_model_input(
     return ModelInput(session, checkpoint or None, as_of, entries, omitted)
 
 
+_ROW_FIELDS = ("seq", "role", "tokens", "call_ids", "tool_call_tokens", "tool_call_id", "call_seq", "has_content")
+EMPTY_JSON_LIST = ("[]", "")
+
+
 class _Row:
-    __slots__ = ("seq", "role", "tokens", "call_ids", "tool_call_tokens", "tool_call_id", "call_seq", "has_content")
+    __slots__ = _ROW_FIELDS
 
     def __init__(self, row):
-        (self.seq, self.role, self.tokens, self.call_ids, self.tool_call_tokens,
-         self.tool_call_id, self.call_seq, self.has_content) = row
+        (self.seq, self.role, self.tokens, call_ids, call_tokens, self.tool_call_id, self.call_seq,
+         self.has_content) = row
+        # The two lists arrive as JSON text and are decoded only when they hold something: most
+        # messages have no tool calls, and decoding every row was most of the cost of a layout.
+        self.call_ids = [] if call_ids in EMPTY_JSON_LIST else json.loads(call_ids)
+        self.tool_call_tokens = [] if call_tokens in EMPTY_JSON_LIST else json.loads(call_tokens)
+
+
+def _row_values(qs):
+    return qs.annotate(
+        call_ids_json=Cast("call_ids", TextField()), call_tokens_json=Cast("tool_call_tokens", TextField())
+    ).values_list("seq", "role", "tokens", "call_ids_json", "call_tokens_json", "tool_call_id", "call_seq", "has_content")
 
 
 def visible_rows(session: Session, after_seq: int, as_of: int | None = None) -> list[_Row]:
     """The figures of the visible messages after `after_seq`, without their content."""
-    rows = visible_messages(session, after_seq, as_of).values_list(*_Row.__slots__)
-    return [_Row(row) for row in rows]
+    return [_Row(row) for row in _row_values(visible_messages(session, after_seq, as_of))]
 
 
 @dataclass
@@ -334,7 +356,7 @@ class Layout:
     def _left_out(self) -> set[int]:
         return {o.seq for o in self.omitted if o.whole_message}
 
-    def positions(self) -> dict[int, int]:
+    def positions(self, messages=None) -> dict[int, int]:
         """seq -> 1-based position in the model input, for the stored messages in it."""
         start = self.head_count
         left_out = self._left_out
@@ -342,8 +364,12 @@ class Layout:
         return {seq: start + i for i, seq in enumerate(kept, start=1)}
 
     @property
+    def message_count(self) -> int:
+        return len(self.rows) - len(self._left_out)
+
+    @property
     def entry_count(self) -> int:
-        return self.head_count + len(self.rows) - len(self._left_out)
+        return self.head_count + self.message_count
 
     def omission_for(self) -> dict[int, list[Omission]]:
         by_seq = defaultdict(list)
@@ -374,43 +400,139 @@ def layout_model_input(
 measure_model_input = layout_model_input
 
 
+@dataclass
+class StoredLayout:
+    """The model input as built now, read from the figures stored on the session (input_tokens,
+    input_messages, input_left_out), which every change keeps up to date. Positions cost at most one
+    COUNT; nothing else is read, so a page of a 100,000-message session lays out like a small one."""
+
+    session: Session
+    checkpoint: Checkpoint | None
+    as_of = None
+
+    @property
+    def tokens(self) -> int:
+        return self.session.input_tokens
+
+    @property
+    def omitted(self) -> list[Omission]:
+        return [Omission.from_dict(o) for o in self.session.input_left_out]
+
+    @property
+    def head_count(self) -> int:
+        return int(bool(self.session.instructions_tokens)) + int(self.checkpoint is not None)
+
+    @property
+    def message_count(self) -> int:
+        return self.session.input_messages
+
+    @property
+    def entry_count(self) -> int:
+        return self.head_count + self.message_count
+
+    @property
+    def dropped(self) -> dict[int, list[str]]:
+        dropped = defaultdict(list)
+        for o in self.omitted:
+            if o.reason == Reason.DROPPED:
+                dropped[o.seq] += o.tool_call_id.split(", ")
+        return dict(dropped)
+
+    def omission_for(self) -> dict[int, list[Omission]]:
+        by_seq = defaultdict(list)
+        for omission in self.omitted:
+            by_seq[omission.seq].append(omission)
+        return by_seq
+
+    def _left_out(self) -> set[int]:
+        return {o["seq"] for o in self.session.input_left_out if o.get("whole_message")}
+
+    def in_input(self, message) -> bool:
+        after = self.checkpoint.last_seq if self.checkpoint else 0
+        return (message.seq > after and message.include_in_messages and message.role != Role.SYSTEM
+                and message.seq not in self._left_out())
+
+    def kept_after(self, seq: int) -> int:
+        """How many stored messages of the input come after `seq` (an indexed COUNT)."""
+        left_out = sum(1 for s in self._left_out() if s > seq)
+        after = self.checkpoint.last_seq if self.checkpoint else 0
+        return visible_messages(self.session, max(seq, after)).count() - left_out
+
+    def positions(self, messages) -> dict[int, int]:
+        """seq -> 1-based position in the model input, for those of `messages` (a window of the raw
+        log, in seq order) that are in it; counted back from the end of the input."""
+        if not messages:
+            return {}
+        kept = [m.seq for m in messages if self.in_input(m)]
+        if not kept:
+            return {}
+        # Always one COUNT (an empty range when the window ends the log), so a page's query count does
+        # not depend on where its window is.
+        later = self.kept_after(messages[-1].seq)
+        last = self.entry_count - later
+        return {seq: last - i for i, seq in enumerate(reversed(kept))}
+
+
+def stored_layout(session: Session, checkpoint: Checkpoint | None | bool = False) -> StoredLayout:
+    if checkpoint is False:
+        checkpoint = latest_checkpoint(session)
+    return StoredLayout(session, checkpoint or None)
+
+
+def _save_figures(session: Session, **figures) -> None:
+    changed = {name: value for name, value in figures.items() if getattr(session, name) != value}
+    for name, value in changed.items():
+        setattr(session, name, value)
+    if changed:
+        Session.objects.filter(pk=session.pk).update(**changed)
+
+
 def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool = False) -> int:
-    """Recompute the session's stored model-input size; call inside the transaction that changed it."""
-    tokens = layout_model_input(session, checkpoint=checkpoint).tokens
-    if session.input_tokens != tokens:
-        session.input_tokens = tokens
-        Session.objects.filter(pk=session.pk).update(input_tokens=tokens)
-    return tokens
+    """Lay the model input out again and store its figures on the session; call inside the transaction
+    that changed it (a checkpoint, a flag, the instructions). Returns the size in tokens."""
+    layout = layout_model_input(session, checkpoint=checkpoint)
+    _save_figures(
+        session,
+        input_tokens=layout.tokens,
+        input_messages=layout.message_count,
+        input_left_out=[o.as_dict() for o in layout.omitted],
+        checkpoint_last_seq=layout.checkpoint.last_seq if layout.checkpoint else 0,
+    )
+    return layout.tokens
 
 
-def input_tokens_after_append(session: Session, first_new_seq: int) -> int:
-    """The session's model-input size after messages from `first_new_seq` on were stored, from its
-    stored size before them, reading only the tail that new messages can affect.
+def input_figures_after_append(session: Session, first_new_seq: int, new_rows: list) -> dict:
+    """The session's model-input figures (input_tokens, input_messages, input_left_out) after the
+    visible messages `new_rows` (stored objects, seq from `first_new_seq` on) were stored, from its
+    figures before them. Returns the changed figures; the caller saves them with its own UPDATE.
 
     Validity verdicts before the newest assistant message are final: that message starts the last
     block whose tool calls may still be answered (or dropped once it is no longer the newest), and
-    every earlier block is already closed. So only the rows from that message on are laid out again,
-    once without and once with the new ones. Keeps appends O(batch), not O(log).
+    every earlier block is already closed. So only the stored rows from that message on are read and
+    laid out again, once without and once with the new ones: appends stay O(batch), not O(log).
     """
-    checkpoint = latest_checkpoint(session)
-    after = checkpoint.last_seq if checkpoint else 0
-    anchor = (
-        visible_messages(session, after)
-        .filter(role=Role.ASSISTANT, seq__lt=first_new_seq)
-        .order_by("-seq")
-        .values_list("seq", flat=True)
-        .first()
-    )
-    start = anchor if anchor is not None else first_new_seq
-    rows = visible_rows(session, start - 1)
-    old = [row for row in rows if row.seq < first_new_seq]
+    visible = visible_messages(session, session.checkpoint_last_seq)
+    anchor = visible.filter(role=Role.ASSISTANT, seq__lt=first_new_seq).order_by("-seq").values("seq")[:1]
+    old = [
+        _Row(row)
+        for row in _row_values(visible.filter(seq__gte=Coalesce(Subquery(anchor), Value(first_new_seq)),
+                                              seq__lt=first_new_seq))
+    ]
+    rows = old + list(new_rows)
+    if not rows:
+        return {}
 
-    def kept_total(items):
+    def figures(items):
         verdict = check_validity(items)
-        return sum(_kept_tokens(row, verdict.dropped.get(i)) for i, row in enumerate(items) if verdict.keep[i])
+        kept = [i for i in range(len(items)) if verdict.keep[i]]
+        tokens = sum(_kept_tokens(items[i], verdict.dropped.get(i)) for i in kept)
+        return tokens, len(kept), [o.as_dict() for _, o in verdict.omitted]
 
-    tokens = session.input_tokens - kept_total(old) + kept_total(rows)
-    if session.input_tokens != tokens:
-        session.input_tokens = tokens
-        Session.objects.filter(pk=session.pk).update(input_tokens=tokens)
-    return tokens
+    old_tokens, old_count, _ = figures(old)
+    new_tokens, new_count, new_left_out = figures(rows)
+    start = rows[0].seq
+    return {
+        "input_tokens": session.input_tokens - old_tokens + new_tokens,
+        "input_messages": session.input_messages - old_count + new_count,
+        "input_left_out": [o for o in session.input_left_out if o["seq"] < start] + new_left_out,
+    }

@@ -82,7 +82,13 @@ class Session(models.Model):
     # Denormalised figures, kept correct in the same transaction that changes what they count.
     message_count = models.PositiveIntegerField(default=0)  # also the highest seq: seqs are gapless
     raw_tokens = models.PositiveBigIntegerField(default=0)
-    input_tokens = models.PositiveBigIntegerField(default=0)  # the model input as built now
+    # The model input as built now: its size, how many stored messages it holds, what it leaves out
+    # for validity (Omission.as_dict() items), and where the latest checkpoint ends. Kept up to date by
+    # sessions.model_input on every change, so pages and lists never lay the whole log out.
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    input_messages = models.PositiveIntegerField(default=0)
+    input_left_out = models.JSONField(default=list, blank=True)
+    checkpoint_last_seq = models.PositiveIntegerField(default=0)
     checkpoint_count = models.PositiveIntegerField(default=0)
     failed_compactions = models.PositiveIntegerField(default=0)
     tags = models.ManyToManyField("Tag", blank=True, related_name="sessions")
@@ -167,26 +173,6 @@ class Message(models.Model):
 
     def __str__(self):
         return f"#{self.seq} {self.role}"
-
-
-class ToolCall(models.Model):
-    """One tool call of an assistant message, so results can find their call without a scan."""
-
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_call_index")
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_call_rows")
-    seq = models.PositiveIntegerField()
-    position = models.PositiveSmallIntegerField()
-    call_id = models.CharField(max_length=200)
-    name = models.CharField(max_length=200, blank=True, default="")
-
-    class Meta:
-        indexes = [
-            # Pairing a result with the nearest preceding call of its id.
-            models.Index(fields=["session", "call_id", "-seq"], name="toolcall_session_callid_seq"),
-        ]
-
-    def __str__(self):
-        return f"{self.call_id} @ #{self.seq}"
 
 
 class Checkpoint(models.Model):

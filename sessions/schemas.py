@@ -3,19 +3,23 @@
 from datetime import datetime
 from typing import Any, Literal
 
-from ninja import Field, Schema
-from pydantic import ConfigDict, StrictBool
+from ninja import Field
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
 FormatName = Literal["ctxweb", "openai", "anthropic"]
 SummarizerName = Literal["extractive", "openai"]
 
 
-class Strict(Schema):
+class Strict(BaseModel):
+    """Request bodies: plain pydantic models (ninja.Schema's Django-object getter is only needed for
+    responses built from model instances, and costs a lot on batches of messages); unknown fields are
+    refused."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class ErrorOut(Schema):
+class ErrorOut(BaseModel):
     detail: str
     code: str
     index: int | None = Field(None, description="which message of a batch the error is about")
@@ -40,14 +44,14 @@ class SessionIn(Strict):
     compaction: CompactionSettingsIn | None = None
 
 
-class CompactionSettingsOut(Schema):
+class CompactionSettingsOut(BaseModel):
     max_tokens: int
     keep_recent_tokens: int
     auto: bool
     summarizer: str
 
 
-class SessionOut(Schema):
+class SessionOut(BaseModel):
     key: str
     title: str
     metadata: dict[str, Any]
@@ -63,7 +67,7 @@ class SessionOut(Schema):
     last_activity_at: datetime
 
 
-class SessionListOut(Schema):
+class SessionListOut(BaseModel):
     items: list[SessionOut]
     next_cursor: str | None = Field(None, description="pass as cursor to get the next page")
 
@@ -91,7 +95,7 @@ class ToolCallIn(Strict):
     arguments: str | dict[str, Any] = Field("", description="the raw string the model produced, or a JSON object")
 
 
-class ToolCallOut(Schema):
+class ToolCallOut(BaseModel):
     id: str
     name: str
     arguments: str
@@ -115,7 +119,7 @@ class AppendIn(Strict):
     messages: list[MessageIn] = Field(min_length=1)
 
 
-class CheckpointOut(Schema):
+class CheckpointOut(BaseModel):
     id: int
     previous_id: int | None
     first_seq: int
@@ -131,7 +135,7 @@ class CheckpointOut(Schema):
     created_at: datetime
 
 
-class EventOut(Schema):
+class EventOut(BaseModel):
     id: int
     type: str
     actor: str
@@ -139,7 +143,7 @@ class EventOut(Schema):
     created_at: datetime
 
 
-class CompactionOut(Schema):
+class CompactionOut(BaseModel):
     status: Literal["completed", "skipped", "failed"]
     reason: str | None = None
     error: str | None = None
@@ -154,7 +158,7 @@ class CompactionOut(Schema):
     events: list[EventOut]
 
 
-class AppendedOut(Schema):
+class AppendedOut(BaseModel):
     index: int
     seq: int | None
     id: str
@@ -163,14 +167,14 @@ class AppendedOut(Schema):
     duplicate: bool
 
 
-class AppendOut(Schema):
+class AppendOut(BaseModel):
     session: str
     session_created: bool
     messages: list[AppendedOut]
     compaction: CompactionOut | None = Field(None, description="automatic compaction run after the append")
 
 
-class MessageOut(Schema):
+class MessageOut(BaseModel):
     seq: int
     id: str
     role: str
@@ -186,7 +190,7 @@ class MessageOut(Schema):
     reasoning_tokens: int
 
 
-class MessagePageOut(Schema):
+class MessagePageOut(BaseModel):
     items: list[MessageOut]
     next_after: int | None = Field(None, description="pass as after to get the next page")
 
@@ -199,7 +203,7 @@ class MessagePatchIn(Strict):
 # --- model input ---------------------------------------------------------------------------------
 
 
-class OmittedOut(Schema):
+class OmittedOut(BaseModel):
     seq: int | None
     reason: str
     tool_call_id: str | None = None
@@ -207,7 +211,7 @@ class OmittedOut(Schema):
     whole_message: bool
 
 
-class TokenTotalsOut(Schema):
+class TokenTotalsOut(BaseModel):
     total: int = Field(description="everything, with the reply priming")
     instructions: int
     summary: int
@@ -215,7 +219,7 @@ class TokenTotalsOut(Schema):
     request: int = Field(description="the request's unpersisted messages")
 
 
-class ModelInputOut(Schema):
+class ModelInputOut(BaseModel):
     format: FormatName
     session: str
     as_of: int | None
@@ -234,11 +238,11 @@ class CompactIn(Strict):
     summarizer: SummarizerName | None = None
 
 
-class TokensIn(Schema):
+class TokensIn(BaseModel):
     messages: list[dict[str, Any]] = Field(min_length=1, description="OpenAI Chat Completions messages")
 
 
-class TokensOut(Schema):
+class TokensOut(BaseModel):
     total: int
     messages: list[int]
 
@@ -249,17 +253,17 @@ class RequestIn(Strict):
     format: FormatName = "openai"
 
 
-class RequestOut(Schema):
+class RequestOut(BaseModel):
     model_input: ModelInputOut
     stored: list[AppendedOut]
     compaction: CompactionOut | None = None
     event_id: int
 
 
-class CheckpointListOut(Schema):
+class CheckpointListOut(BaseModel):
     items: list[CheckpointOut]
 
 
-class EventListOut(Schema):
+class EventListOut(BaseModel):
     items: list[EventOut]
     next_after: int | None = None

@@ -66,13 +66,12 @@ def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
     """(FROM clause, text-match condition, rank expression, params) for this database."""
     vendor = connection.vendor
     if vendor == "postgresql":
-        # Angle brackets are blanked first: the default parser reads "<thinking>" as an HTML tag and
-        # would not index the word. The GIN index (migration 0006) is on the same expression.
+        # search_vector is a stored, GIN-indexed column (migration 0006).
         return (
             "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, "
             "websearch_to_tsquery('english', %s) q",
-            "to_tsvector('english', translate(m.text, '<>', '  ')) @@ q",
-            "ts_rank_cd(to_tsvector('english', translate(m.text, '<>', '  ')), q) DESC",
+            "m.search_vector @@ q",
+            "ts_rank_cd(m.search_vector, q) DESC",
             [query],
         )
     if vendor == "sqlite":
@@ -96,17 +95,20 @@ def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
 def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int) -> list[tuple[int, bool]]:
     where, params = _filters_sql(filters)
     source, condition, rank, match_params = _match(query, terms)
-    like = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
+    phrase = " ".join(query.split())
+    if connection.vendor == "postgresql":
+        exact, phrase_param = "m.search_vector @@ phraseto_tsquery('english', %s)", phrase
+    else:
+        exact, phrase_param = "m.text LIKE %s ESCAPE '\\'", _like(phrase)
     sql = f"""
-        SELECT m.id, (m.text {like} %s ESCAPE '\\') AS exact
+        SELECT m.id, ({exact}) AS exact
         FROM {source}
         WHERE {condition} AND {where}
         ORDER BY exact DESC, {rank}, m.id DESC
         LIMIT %s"""
-    phrase = _like(" ".join(query.split()))
     with connection.cursor() as cursor:
         # Parameters in the order they appear: select list, FROM (PostgreSQL), WHERE, LIMIT.
-        cursor.execute(sql, [phrase, *match_params, *params, limit])
+        cursor.execute(sql, [phrase_param, *match_params, *params, limit])
         return [(row[0], bool(row[1])) for row in cursor.fetchall()]
 
 

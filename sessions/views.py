@@ -21,10 +21,10 @@ from .api import export_response
 from .api_keys import create_api_key, revoke
 from .compaction import compact
 from .errors import DomainError
-from .inspection import chart_svg_data, checkpoints_of, input_window, raw_window, session_view
+from .inspection import chart_svg_data, checkpoints_of, input_window, page_layout, raw_window, session_view
 from .members import remove_member, set_member
 from .messages import update_message
-from .model_input import layout_model_input, summary_message_text
+from .model_input import summary_message_text
 from .models import ApiKey, Event, EventType, Membership, Role, Session
 from .notes import add_note, delete_note, edit_note, parse_tags, set_tags
 from .search import SearchFilters, search_messages, session_ids_matching
@@ -169,8 +169,8 @@ def raw_log_fragment(request: HttpRequest, project: str, key: str) -> HttpRespon
     """More of the raw log: before or after a seq (the 'load earlier/later' buttons)."""
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
-    layout = layout_model_input(session, as_of=as_of)
     checkpoints = checkpoints_of(session)
+    layout = page_layout(session, checkpoints, as_of)
     after = _int(request.GET.get("after"))
     before = _int(request.GET.get("before"))
     if after is None and before is None:
@@ -187,9 +187,10 @@ def raw_log_fragment(request: HttpRequest, project: str, key: str) -> HttpRespon
 def model_input_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
-    layout = layout_model_input(session, as_of=as_of)
+    checkpoints = checkpoints_of(session)
+    layout = page_layout(session, checkpoints, as_of)
     before = _int(request.GET.get("before"))
-    window = input_window(session, layout, checkpoints_of(session), before=before)
+    window = input_window(session, layout, checkpoints, before=before)
     return render(request, "sessions/_input_window.html", {"session": session, "input": window, "as_of": as_of,
                                                            "layout": layout})
 

@@ -8,7 +8,7 @@ import pytest
 
 from sessions.compaction import compact
 from sessions.messages import update_message
-from sessions.model_input import build_model_input, layout_model_input
+from sessions.model_input import build_model_input, layout_model_input, stored_layout
 from sessions.models import Session
 
 
@@ -40,9 +40,18 @@ def random_conversation(rng: random.Random, length: int) -> list[dict]:
 
 def assert_size_is_exact(session: Session):
     session.refresh_from_db()
-    full = layout_model_input(session).tokens
-    assert session.input_tokens == full
-    assert build_model_input(session).tokens == full
+    layout = layout_model_input(session)
+    assert session.input_tokens == layout.tokens
+    assert build_model_input(session).tokens == layout.tokens
+    assert session.input_messages == layout.message_count
+    assert session.input_left_out == [o.as_dict() for o in layout.omitted]
+    assert session.checkpoint_last_seq == (layout.checkpoint.last_seq if layout.checkpoint else 0)
+    # Positions and explanations read from the stored figures agree with a full layout.
+    stored = stored_layout(session)
+    messages = list(session.messages.order_by("seq"))
+    for window in (messages, messages[: len(messages) // 2], messages[len(messages) // 3:]):
+        assert stored.positions(window) == {s: p for s, p in layout.positions().items() if s in {m.seq for m in window}}
+    assert stored.entry_count == layout.entry_count
 
 
 @pytest.mark.parametrize("seed", range(25))

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from sessions.api_keys import create_api_key, revoke
-from sessions.models import Checkpoint, Event, Message, Session, ToolCall
+from sessions.models import Checkpoint, Event, Message, Session
 
 API = "/api/v1"
 HOST = "127.0.0.1"
@@ -120,7 +120,7 @@ def stored() -> dict:
     return {
         "sessions": Session.objects.count(),
         "messages": Message.objects.count(),
-        "tool_calls": ToolCall.objects.count(),
+        "tool_calls": sum(len(ids) for ids in Message.objects.values_list("call_ids", flat=True)),
         "checkpoints": Checkpoint.objects.count(),
         "events": Event.objects.count(),
     }

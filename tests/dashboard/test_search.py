@@ -232,5 +232,8 @@ def test_the_database_in_use_has_its_full_text_index(db):
             cursor.execute("SELECT name FROM sqlite_master WHERE name = 'ctx_message_fts'")
         else:
             assert connection.vendor == "postgresql"
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE indexname = 'message_text_search'")
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'message_search_vector'")
+            assert "gin (search_vector)" in (cursor.fetchone() or ("",))[0]
+            cursor.execute("SELECT attname FROM pg_attribute WHERE attrelid = 'ctx_sessions_message'::regclass"
+                           " AND attname = 'search_vector' AND attgenerated = 's'")
         assert cursor.fetchone() is not None

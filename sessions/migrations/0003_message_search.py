@@ -21,10 +21,17 @@ SQLITE_DOWN = [
     "DROP TRIGGER IF EXISTS ctx_message_fts_ai",
     "DROP TABLE IF EXISTS ctx_message_fts",
 ]
+# A stored tsvector (angle brackets blanked first: the default parser would read "<thinking>" as an
+# HTML tag and not index the word), so ranking reads it instead of parsing every match again.
 POSTGRES_UP = [
-    "CREATE INDEX IF NOT EXISTS message_text_search ON ctx_sessions_message USING gin (to_tsvector('english', translate(text, '<>', '  ')))",
+    "ALTER TABLE ctx_sessions_message ADD COLUMN search_vector tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('english', translate(text, '<>', '  '))) STORED",
+    "CREATE INDEX message_search_vector ON ctx_sessions_message USING gin (search_vector)",
 ]
-POSTGRES_DOWN = ["DROP INDEX IF EXISTS message_text_search"]
+POSTGRES_DOWN = [
+    "DROP INDEX IF EXISTS message_search_vector",
+    "ALTER TABLE ctx_sessions_message DROP COLUMN IF EXISTS search_vector",
+]
 
 
 def run(statements_by_vendor):
@@ -36,7 +43,7 @@ def run(statements_by_vendor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ctx_sessions", "0005_notes_and_tags")]
+    dependencies = [("ctx_sessions", "0002_default_project")]
     operations = [
         migrations.RunPython(
             run({"sqlite": SQLITE_UP, "postgresql": POSTGRES_UP}),
