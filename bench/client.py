@@ -5,6 +5,7 @@ processes (multiprocessing, spawn) start without it."""
 import http.client
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -44,7 +45,12 @@ class Server:
         self.port = free_port()
         self.workers = workers
         self.log_path = log_path
-        self.env = {**os.environ, "DATABASE_URL": database_url, "DEBUG": "1", "ALLOWED_HOSTS": "127.0.0.1"}
+        # Configured like a deployment (DEBUG off: no query log, no debug pages), on plain HTTP.
+        self.env = {
+            **os.environ, "DATABASE_URL": database_url, "ALLOWED_HOSTS": "127.0.0.1", "DEBUG": "0",
+            "SECRET_KEY": secrets.token_urlsafe(50), "SECURE_SSL_REDIRECT": "0", "SECURE_COOKIES": "0",
+            "SECURE_HSTS_SECONDS": "0",
+        }
         self.process: subprocess.Popen | None = None
 
     def start(self, secret: str, timeout: float = 60) -> None:

@@ -104,13 +104,18 @@ def main(argv=None) -> int:
     report = Report()
     try:
         os.environ["DATABASE_URL"] = database.create()
-        os.environ["DEBUG"] = "1"  # like every make target; the server gets the same
+        os.environ["DEBUG"] = "1"  # to load the settings; switched off below, and the server runs with it off
         os.environ["ALLOWED_HOSTS"] = "127.0.0.1"
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
         import django
         from django.core.management import call_command
 
         django.setup()
+        from django.conf import settings
+
+        # Measure as deployed: DEBUG off in this process too (no query log, no template debug info).
+        # DEBUG=1 above only lets the settings load with the development secret and static files.
+        settings.DEBUG = False
         progress(f"migrating {'PostgreSQL database ' + BENCH_DATABASE if database.postgres else database.url}")
         call_command("migrate", verbosity=0, interactive=False)
         machine(report)

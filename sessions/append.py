@@ -4,7 +4,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from .errors import Conflict, DomainError
@@ -85,7 +85,7 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
 
     now = timezone.now()
     next_seq = session.message_count + 1
-    to_create: list[Message] = []
+    to_create: list[NewMessage] = []
     in_batch: dict[str, NewMessage] = {}
     for index, new in enumerate(batch):
         if not new.persist:
@@ -124,36 +124,16 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
         next_seq += 1
         new.seq = seq
         in_batch[new.client_id] = new
-        message = Message(
-            session=session,
-            seq=seq,
-            client_id=new.client_id,
-            role=new.role,
-            content=new.content,
-            text=new.text,
-            has_content=new.has_content,
-            reasoning=new.reasoning,
-            tool_calls=new.tool_calls,
-            call_ids=new.call_ids,
-            tool_call_id=new.tool_call_id,
-            call_seq=call_seq,
-            name=new.name,
-            attributes=new.attributes,
-            include_in_messages=new.include_in_messages,
-            created_at=new.created_at or now,
-            tokens=new.tokens,
-            tool_call_tokens=new.tool_call_tokens,
-            reasoning_tokens=new.reasoning_tokens,
-            digest=new.digest,
-        )
-        to_create.append(message)
+        new.call_seq = call_seq
+        new.created_at = new.created_at or now
+        to_create.append(new)
         for call_id in new.call_ids:
             calls[call_id] = seq
         result.messages.append(AppendedMessage(index, seq, new.client_id, new.tokens, "stored"))
 
     if not to_create:
         return
-    Message.objects.bulk_create(to_create)
+    insert_messages(session, to_create)
     added_tokens = sum(m.tokens for m in to_create)
     visible = [m for m in to_create if m.include_in_messages and m.role != Role.SYSTEM]
     figures = input_figures_after_append(session, to_create[0].seq, visible)
@@ -218,3 +198,41 @@ def _stored_calls(session: Session, call_ids: set[str], before_seq: int) -> dict
             break
         upper = chunk[-1][0]
     return found
+
+
+# The columns of a stored message, in the order insert_messages writes them.
+INSERT_COLUMNS = (
+    "session_id", "seq", "client_id", "role", "content", "text", "has_content", "reasoning", "tool_calls",
+    "call_ids", "tool_call_id", "call_seq", "name", "attributes", "include_in_messages", "created_at",
+    "tokens", "tool_call_tokens", "reasoning_tokens", "digest",
+)
+JSON_COLUMNS = {"content", "tool_calls", "call_ids", "attributes", "tool_call_tokens"}
+
+
+def insert_messages(session: Session, rows: list[NewMessage]) -> None:
+    """Insert validated messages with one executemany. The hot path of every append: the values are
+    already checked and normalised, so they go to the database adapter as they are (JSON and dates
+    adapted by the backend's own operations), without building a model instance per message."""
+    ops = connection.ops
+    empty = {list: ops.adapt_json_value([], None), dict: ops.adapt_json_value({}, None)}
+
+    def adapt(value):
+        # Most messages have no tool calls and no attributes: adapt those empty values once.
+        if not value and type(value) in empty:
+            return empty[type(value)]
+        return ops.adapt_json_value(value, None)
+
+    params = [
+        (
+            session.pk, m.seq, m.client_id, m.role, adapt(m.content), m.text, m.has_content, m.reasoning,
+            adapt(m.tool_calls), adapt(m.call_ids), m.tool_call_id, m.call_seq, m.name,
+            adapt(m.attributes), m.include_in_messages, ops.adapt_datetimefield_value(m.created_at),
+            m.tokens, adapt(m.tool_call_tokens), m.reasoning_tokens, m.digest,
+        )
+        for m in rows
+    ]
+    table = ops.quote_name(Message._meta.db_table)
+    columns = ", ".join(ops.quote_name(c) for c in INSERT_COLUMNS)
+    placeholders = ", ".join(["%s"] * len(INSERT_COLUMNS))
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", params)

@@ -10,8 +10,8 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Subquery, TextField, Value
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from .errors import DomainError
 from .models import Checkpoint, Message, Role, Session
@@ -512,11 +512,13 @@ def input_figures_after_append(session: Session, first_new_seq: int, new_rows: l
     laid out again, once without and once with the new ones: appends stay O(batch), not O(log).
     """
     visible = visible_messages(session, session.checkpoint_last_seq)
-    anchor = visible.filter(role=Role.ASSISTANT, seq__lt=first_new_seq).order_by("-seq").values("seq")[:1]
-    old = [
-        _Row(row)
-        for row in _row_values(visible.filter(seq__gte=Coalesce(Subquery(anchor), Value(first_new_seq)),
-                                              seq__lt=first_new_seq))
+    # Two plain index range reads: SQLite will not use the (session, seq) index for a bound that
+    # comes from a subquery.
+    anchor = (
+        visible.filter(role=Role.ASSISTANT, seq__lt=first_new_seq).order_by("-seq").values_list("seq", flat=True).first()
+    )
+    old = [] if anchor is None else [
+        _Row(row) for row in _row_values(visible.filter(seq__gte=anchor, seq__lt=first_new_seq))
     ]
     rows = old + list(new_rows)
     if not rows:

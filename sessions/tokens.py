@@ -48,8 +48,14 @@ def encoding() -> tiktoken.Encoding:
 def count_text(text: str) -> int:
     if not text:
         return 0
-    # Text that happens to contain "<|endoftext|>" is ordinary text here, not a special token.
-    return len(encoding().encode(text, disallowed_special=()))
+    # Ordinary encoding: text that happens to contain "<|endoftext|>" is text here, not a special token.
+    return len(encoding().encode_ordinary(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def count_label(text: str) -> int:
+    """count_text for the short strings every message repeats (roles, names): counted once each."""
+    return count_text(text)
 
 
 def count_image(width: int | None, height: int | None, detail: str | None = None) -> int:
@@ -84,7 +90,7 @@ def count_content(content) -> int:
 
 
 def count_tool_call(name: str, arguments: str) -> int:
-    return count_text(name) + count_text(arguments)
+    return (count_label(name) if len(name) <= 64 else count_text(name)) + count_text(arguments)
 
 
 @dataclass
@@ -101,9 +107,9 @@ def provider_role(role: str) -> str:
 
 def count_message(role: str, content=None, name: str = "", tool_calls=(), reasoning: str = "") -> MessageTokens:
     """Token figures of one normalised message (tool_calls as [{"id","name","arguments"}])."""
-    total = MESSAGE_OVERHEAD + count_text(provider_role(role)) + count_content(content)
+    total = MESSAGE_OVERHEAD + count_label(provider_role(role)) + count_content(content)
     if name:
-        total += count_text(name) + NAME_OVERHEAD
+        total += (count_label(name) if len(name) <= 64 else count_text(name)) + NAME_OVERHEAD
     per_call = [count_tool_call(call["name"], call["arguments"]) for call in tool_calls or ()]
     total += sum(per_call)
     return MessageTokens(total=total, tool_calls=per_call, reasoning=count_text(reasoning))

@@ -46,6 +46,7 @@ class NewMessage:
     reasoning_tokens: int = 0
     digest: str = ""
     seq: int | None = None  # set once stored
+    call_seq: int | None = None  # for a tool result: the seq of the call it answers, set once stored
 
     @property
     def call_ids(self) -> list[str]:
@@ -249,13 +250,19 @@ def to_utc(value: datetime, index, name) -> datetime:
 
 
 def message_digest(role, content, reasoning, tool_calls, tool_call_id, name) -> str:
-    canonical = json.dumps(
-        [role, content, reasoning, tool_calls, tool_call_id, name],
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """A fingerprint of what the model sees of a message, to tell a retried message from a conflicting
+    one. Its parts are normalised already (parts and tool calls built with a fixed key order), so
+    plain text is hashed as it is and only structured parts go through JSON."""
+    digest = hashlib.sha256()
+    for part in (role, content, reasoning, tool_calls, tool_call_id, name):
+        if isinstance(part, str):
+            digest.update(b"s")
+            digest.update(part.encode())
+        else:
+            digest.update(b"j")
+            digest.update(json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()
 
 
 def parse_message(data, index: int | None = None) -> NewMessage:

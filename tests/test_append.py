@@ -572,3 +572,26 @@ def test_it_rejects_text_the_database_cannot_store(append, place, bad):
     error = rejected(append, PLACES[place](bad), key="fresh")
     assert 400 <= error.status < 500
     assert not Session.objects.filter(key="fresh").exists()
+
+
+def test_the_fast_insert_writes_every_column_of_a_message():
+    """append's executemany names its columns by hand: a field added to Message must be added there."""
+    from sessions.append import INSERT_COLUMNS
+
+    columns = [f.column for f in Message._meta.concrete_fields if not f.primary_key]
+    assert sorted(columns) == sorted(INSERT_COLUMNS)
+
+
+def test_a_stored_message_reads_back_exactly_as_sent(append):
+    sent = {
+        "id": "m-1", "role": "assistant", "content": [{"type": "text", "text": "héllo"}], "reasoning": "why",
+        "tool_calls": [{"id": "c1", "name": "f", "arguments": '{"a": [1, 2.5, null]}'}], "name": "bot",
+        "attributes": {"trace": {"id": 7, "ok": True, "tags": ["x"]}}, "include_in_messages": False,
+        "created_at": "2024-05-01T12:30:00+02:00",
+    }
+    append("exact", [{"role": "user", "content": "q"}, sent])
+    m = Message.objects.get(session__key="exact", seq=2)
+    assert (m.client_id, m.role, m.content, m.reasoning, m.name, m.attributes, m.include_in_messages) == (
+        "m-1", "assistant", sent["content"], "why", "bot", sent["attributes"], False)
+    assert m.tool_calls == sent["tool_calls"] and m.call_ids == ["c1"] and len(m.tool_call_tokens) == 1
+    assert m.created_at.isoformat() == "2024-05-01T10:30:00+00:00"
