@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.checks import Error, register
 from django.core.exceptions import ImproperlyConfigured
 
+from .summarizers import SUMMARIZERS
 from .tokens import load_encoding
 
 
@@ -23,6 +24,6 @@ def check_compaction_defaults(app_configs, **kwargs):
         errors.append(Error("CTXWEB_MAX_TOKENS must be at least 1.", id="ctxweb.E002"))
     if settings.CTXWEB_KEEP_RECENT_TOKENS < 0:
         errors.append(Error("CTXWEB_KEEP_RECENT_TOKENS must not be negative.", id="ctxweb.E003"))
-    if settings.CTXWEB_SUMMARIZER not in ("extractive", "openai"):
-        errors.append(Error("CTXWEB_SUMMARIZER must be 'extractive' or 'openai'.", id="ctxweb.E004"))
+    if settings.CTXWEB_SUMMARIZER not in SUMMARIZERS:
+        errors.append(Error(f"CTXWEB_SUMMARIZER must be one of {', '.join(SUMMARIZERS)}.", id="ctxweb.E004"))
     return errors

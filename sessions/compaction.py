@@ -16,10 +16,9 @@ from django.utils import timezone
 from .checkpoints import store_checkpoint
 from .errors import DomainError
 from .events import record
-from .model_input import measure_model_input, summary_message_tokens
+from .model_input import layout_model_input, summary_message_tokens
 from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
-from .store import SUMMARIZER_NAMES
-from .summarizers import SummarizerError, get_summarizer
+from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from .validation import check_text
 
 SUMMARY_MIN_TOKENS = 48
@@ -95,8 +94,8 @@ def resolve_settings(session: Session, max_tokens=None, keep_recent_tokens=None,
     for name, value in (("max_tokens", max_tokens), ("keep_recent_tokens", keep_recent_tokens)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise DomainError(f"{name} must be a non-negative whole number", code="invalid_settings")
-    if summarizer is not None and summarizer not in SUMMARIZER_NAMES:
-        raise DomainError(f"summarizer must be one of {', '.join(SUMMARIZER_NAMES)}", code="invalid_settings")
+    if summarizer is not None and summarizer not in SUMMARIZERS:
+        raise DomainError(f"summarizer must be one of {', '.join(SUMMARIZERS)}", code="invalid_settings")
     return replace(
         base,
         max_tokens=base.max_tokens if max_tokens is None else max_tokens,
@@ -113,7 +112,7 @@ def plan_compaction(session: Session, compaction: CompactionSettings, pending_tu
     `pending_turn_tokens`: a request's unpersisted messages start a new turn of that size, which is
     then the current turn (every stored turn is older).
     """
-    measure = measure_model_input(session)
+    measure = layout_model_input(session)
     plan = Plan(compaction, measure.tokens, measure.checkpoint)
     turns: list[list] = []
     for row in measure.rows:
@@ -174,6 +173,7 @@ def _event(session, type_, actor, trigger, plan: Plan, run: int | None = None, *
 
 
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
+    """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_pk)
         event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
@@ -275,9 +275,7 @@ def compact(
             )
         except IntegrityError:
             error = "another compaction extended the same checkpoint first; nothing changed"
-            event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
-            Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
-            return Outcome("failed", plan, error=error, events=[started, event])
+            return _finish_failed(session.pk, actor, trigger, plan, started, error)
         outcome = Outcome("completed", plan, checkpoint=checkpoint, summary_tokens=summary_tokens, tokens_after=tokens_after)
         figures = outcome.figures()
         event = _event(

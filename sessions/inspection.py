@@ -15,6 +15,7 @@ from .model_input import (
     Layout,
     Reason,
     StoredLayout,
+    kept_tokens,
     layout_model_input,
     stored_layout,
     summary_message_text,
@@ -188,7 +189,7 @@ def raw_window(
 def _input_tail(session: Session, layout, before_seq: int | None, limit: int) -> list[Message]:
     """The newest `limit` stored messages of the input (before `before_seq`), in seq order."""
     if isinstance(layout, StoredLayout):
-        left_out = layout._left_out()
+        left_out = layout.left_out
         after = layout.checkpoint.last_seq if layout.checkpoint else 0
         qs = visible_messages(session, after)
         if before_seq is not None:
@@ -229,8 +230,7 @@ def input_window(session: Session, layout, checkpoints: list[Checkpoint], *, bef
     for m in shown:
         dropped = dropped_by_seq.get(m.seq, [])
         calls = [c for c in _calls(m, results) if c.id not in dropped]
-        tokens = m.tokens - sum(t for cid, t in zip(m.call_ids, m.tool_call_tokens, strict=False) if cid in dropped)
-        items.append(InputItem("message", m.role, tokens, positions[m.seq], message=m,
+        items.append(InputItem("message", m.role, kept_tokens(m, dropped), positions[m.seq], message=m,
                                tool_calls=calls, dropped_calls=dropped))
     return InputWindow(items, earlier, first_position, shown[0].seq if shown else None)
 

@@ -9,6 +9,7 @@ and every explanation agree on what the model sees.
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.db.models import TextField
 from django.db.models.functions import Cast
@@ -84,6 +85,15 @@ class Omission:
         return data
 
 
+def omissions_by_seq(omitted: list[Omission]) -> dict[int, list[Omission]]:
+    """seq -> what is left out of that stored message (a request's own messages have no seq)."""
+    by_seq = defaultdict(list)
+    for omission in omitted:
+        if omission.seq is not None:
+            by_seq[omission.seq].append(omission)
+    return by_seq
+
+
 @dataclass
 class ModelInput:
     session: Session
@@ -106,11 +116,7 @@ class ModelInput:
         return (min(seqs), max(seqs)) if seqs else None
 
     def omission_for(self) -> dict[int, list[Omission]]:
-        by_seq = defaultdict(list)
-        for omission in self.omitted:
-            if omission.seq is not None:
-                by_seq[omission.seq].append(omission)
-        return by_seq
+        return omissions_by_seq(self.omitted)
 
     def positions(self, messages=None) -> dict[int, int]:
         return {entry.seq: i for i, entry in enumerate(self.entries, start=1) if entry.seq is not None}
@@ -186,7 +192,8 @@ def check_validity(items) -> _Verdict:
     return _Verdict(keep, dropped, omitted)
 
 
-def _kept_tokens(item, dropped_ids) -> int:
+def kept_tokens(item, dropped_ids) -> int:
+    """What a message adds to the input: its stored tokens less those of its calls left out."""
     if not dropped_ids:
         return item.tokens
     removed = sum(t for cid, t in zip(item.call_ids, item.tool_call_tokens, strict=False) if cid in dropped_ids)
@@ -288,7 +295,7 @@ def build_model_input(
                 "request" if isinstance(item, _Unstored) else "message",
                 source.role,
                 source.content,
-                _kept_tokens(item, dropped),
+                kept_tokens(item, dropped),
                 seq=item.seq,
                 client_id=source.client_id,
                 tool_calls=calls,
@@ -372,10 +379,7 @@ class Layout:
         return self.head_count + self.message_count
 
     def omission_for(self) -> dict[int, list[Omission]]:
-        by_seq = defaultdict(list)
-        for omission in self.omitted:
-            by_seq[omission.seq].append(omission)
-        return by_seq
+        return omissions_by_seq(self.omitted)
 
 
 def layout_model_input(
@@ -387,7 +391,7 @@ def layout_model_input(
     rows = visible_rows(session, checkpoint.last_seq if checkpoint else 0, as_of)
     verdict = check_validity(rows)
     kept = {
-        row.seq: (_kept_tokens(row, verdict.dropped.get(i)) if verdict.keep[i] else 0)
+        row.seq: (kept_tokens(row, verdict.dropped.get(i)) if verdict.keep[i] else 0)
         for i, row in enumerate(rows)
     }
     total = REPLY_PRIMING + session.instructions_tokens + sum(kept.values())
@@ -395,9 +399,6 @@ def layout_model_input(
         total += checkpoint.summary_tokens
     dropped = {rows[i].seq: ids for i, ids in verdict.dropped.items()}
     return Layout(session, checkpoint or None, as_of, rows, kept, dropped, [o for _, o in verdict.omitted], total)
-
-
-measure_model_input = layout_model_input
 
 
 @dataclass
@@ -414,7 +415,7 @@ class StoredLayout:
     def tokens(self) -> int:
         return self.session.input_tokens
 
-    @property
+    @cached_property
     def omitted(self) -> list[Omission]:
         return [Omission.from_dict(o) for o in self.session.input_left_out]
 
@@ -430,7 +431,7 @@ class StoredLayout:
     def entry_count(self) -> int:
         return self.head_count + self.message_count
 
-    @property
+    @cached_property
     def dropped(self) -> dict[int, list[str]]:
         dropped = defaultdict(list)
         for o in self.omitted:
@@ -439,22 +440,21 @@ class StoredLayout:
         return dict(dropped)
 
     def omission_for(self) -> dict[int, list[Omission]]:
-        by_seq = defaultdict(list)
-        for omission in self.omitted:
-            by_seq[omission.seq].append(omission)
-        return by_seq
+        return omissions_by_seq(self.omitted)
 
-    def _left_out(self) -> set[int]:
-        return {o["seq"] for o in self.session.input_left_out if o.get("whole_message")}
+    @cached_property
+    def left_out(self) -> set[int]:
+        """Seqs of stored messages left out of the input entirely."""
+        return {o.seq for o in self.omitted if o.whole_message}
 
     def in_input(self, message) -> bool:
         after = self.checkpoint.last_seq if self.checkpoint else 0
         return (message.seq > after and message.include_in_messages and message.role != Role.SYSTEM
-                and message.seq not in self._left_out())
+                and message.seq not in self.left_out)
 
     def kept_after(self, seq: int) -> int:
         """How many stored messages of the input come after `seq` (an indexed COUNT)."""
-        left_out = sum(1 for s in self._left_out() if s > seq)
+        left_out = sum(1 for s in self.left_out if s > seq)
         after = self.checkpoint.last_seq if self.checkpoint else 0
         return visible_messages(self.session, max(seq, after)).count() - left_out
 
@@ -527,7 +527,7 @@ def input_figures_after_append(session: Session, first_new_seq: int, new_rows: l
     def figures(items):
         verdict = check_validity(items)
         kept = [i for i in range(len(items)) if verdict.keep[i]]
-        tokens = sum(_kept_tokens(items[i], verdict.dropped.get(i)) for i in kept)
+        tokens = sum(kept_tokens(items[i], verdict.dropped.get(i)) for i in kept)
         return tokens, len(kept), [o.as_dict() for _, o in verdict.omitted]
 
     old_tokens, old_count, _ = figures(old)

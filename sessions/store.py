@@ -9,10 +9,10 @@ from .errors import DomainError, NotFound
 from .events import record
 from .model_input import refresh_input_tokens
 from .models import SESSION_KEY_RE, EventType, Project, Role, Session
+from .summarizers import SUMMARIZERS
 from .tokens import REPLY_PRIMING, count_message
 from .validation import check_json, check_text
 
-SUMMARIZER_NAMES = ("extractive", "openai")
 _KEY = re.compile(SESSION_KEY_RE)
 
 
@@ -96,9 +96,9 @@ def clean_session_fields(data: dict) -> dict:
             fields["auto_compact"] = compaction["auto"]
         if "summarizer" in compaction:
             name = compaction["summarizer"] or ""
-            if name and name not in SUMMARIZER_NAMES:
+            if name and name not in SUMMARIZERS:
                 raise DomainError(
-                    f"summarizer must be one of {', '.join(SUMMARIZER_NAMES)}", code="invalid_settings"
+                    f"summarizer must be one of {', '.join(SUMMARIZERS)}", code="invalid_settings"
                 )
             fields["summarizer"] = name
     return fields

@@ -10,8 +10,6 @@ from django.conf import settings
 from .models import Message, Role
 from .tokens import count_text
 
-NAMES = ("extractive", "openai")
-
 
 class SummarizerError(Exception):
     pass

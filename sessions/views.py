@@ -106,11 +106,11 @@ def session_list(request: HttpRequest) -> HttpResponse:
     size = _int(request.GET.get("size"), 25)
     size = size if size in PAGE_SIZES else 25
     page = Paginator(qs, size).get_page(request.GET.get("page"))
-    rows = [
-        {"session": s, "compaction": s.compaction_settings(), "url": session_url(s),
-         "percent": round(100 * s.input_tokens / max(s.compaction_settings().max_tokens, 1))}
-        for s in page.object_list
-    ]
+    rows = []
+    for s in page.object_list:
+        compaction = s.compaction_settings()
+        rows.append({"session": s, "compaction": compaction, "url": session_url(s),
+                     "percent": round(100 * s.input_tokens / max(compaction.max_tokens, 1))})
     query = request.GET.copy()
     query.pop("page", None)
     context = {
