@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see README).
 export DEBUG ?= 1
 
-.PHONY: run test install migrate demo lint bench bench-quick clean
+.PHONY: run test install migrate demo lint bench bench-quick reliability reliability-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,16 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python -m bench.run --quick
+
+# Reliability runs (issue 9) on PostgreSQL, in a database of their own (ctxweb_reliability on the server
+# of DATABASE_URL, by default postgres://postgres@127.0.0.1:5432/postgres): SIGKILLs of gunicorn during
+# a stream of appends with retries, and 8 writer processes with compactions. Fails on any lost,
+# duplicated or misordered message, or an unclosed compaction.
+reliability: install
+	$(BIN)/python -m bench.reliability
+
+reliability-quick: install
+	$(BIN)/python -m bench.reliability --quick
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def call(port: int, method: str, path: str, body: bytes | None = None, secret: s
 class Server:
     """`gunicorn ctxweb.wsgi` on a free port of 127.0.0.1, with the benchmark's database."""
 
-    def __init__(self, database_url: str, workers: int, log_path: Path):
+    def __init__(self, database_url: str, workers: int, log_path: Path, env: dict | None = None):
         self.port = free_port()
         self.workers = workers
         self.log_path = log_path
@@ -49,7 +50,7 @@ class Server:
         self.env = {
             **os.environ, "DATABASE_URL": database_url, "ALLOWED_HOSTS": "127.0.0.1", "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(50), "SECURE_SSL_REDIRECT": "0", "SECURE_COOKIES": "0",
-            "SECURE_HSTS_SECONDS": "0",
+            "SECURE_HSTS_SECONDS": "0", **(env or {}),
         }
         self.process: subprocess.Popen | None = None
 
@@ -59,6 +60,7 @@ class Server:
             [sys.executable, "-m", "gunicorn", "ctxweb.wsgi", "--bind", f"127.0.0.1:{self.port}",
              "--workers", str(self.workers), "--timeout", "300", "--log-level", "warning"],
             cwd=ROOT, env=self.env, stdout=log, stderr=log,
+            start_new_session=True,  # its own process group, so kill() takes the workers down with it
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -83,6 +85,14 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL the master and every worker at once, as a crash or an OOM kill would: no request
+        finishes, no response is sent."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=20)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

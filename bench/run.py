@@ -25,10 +25,11 @@ BENCH_DATABASE = "ctxweb_bench"
 class Database:
     """The benchmark's own database, made fresh and removed afterwards."""
 
-    def __init__(self, given_url: str, keep: bool):
+    def __init__(self, given_url: str, keep: bool, name: str = BENCH_DATABASE):
         self.given_url = given_url
         self.keep = keep
-        self.tmp = Path(tempfile.mkdtemp(prefix="ctxweb-bench-"))
+        self.name = name
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"{name.replace('_', '-')}-"))
         self.url = ""
         self.admin_url = ""
 
@@ -38,16 +39,16 @@ class Database:
 
     def create(self) -> str:
         if not self.given_url or self.given_url.startswith("sqlite:"):
-            self.url = f"sqlite:///{self.tmp / 'bench.sqlite3'}"
+            self.url = f"sqlite:///{self.tmp / (self.name + '.sqlite3')}"
         elif self.postgres:
             parts = urlsplit(self.given_url)
             admin_db = parts.path.lstrip("/") or "postgres"
-            if admin_db == BENCH_DATABASE:
+            if admin_db == self.name:
                 admin_db = "postgres"
             self.admin_url = urlunsplit(parts._replace(path="/" + admin_db))
-            self.url = urlunsplit(parts._replace(path="/" + BENCH_DATABASE))
-            self._admin(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
-            self._admin(f'CREATE DATABASE "{BENCH_DATABASE}"')
+            self.url = urlunsplit(parts._replace(path="/" + self.name))
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            self._admin(f'CREATE DATABASE "{self.name}"')
         else:
             raise SystemExit(f"bench: DATABASE_URL must be SQLite or PostgreSQL, not {urlsplit(self.given_url).scheme}")
         return self.url
@@ -65,9 +66,9 @@ class Database:
                 return
         elif self.admin_url:
             try:
-                self._admin(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
+                self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
             except Exception as exc:  # cleanup must not hide the run's outcome
-                progress(f"could not drop {BENCH_DATABASE}: {exc}")
+                progress(f"could not drop {self.name}: {exc}")
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -93,6 +94,35 @@ def machine(report: Report) -> None:
     )
 
 
+def start_django(database: Database, report: Report) -> None:
+    """Create the run's database, set Django up on it in this process and migrate it."""
+    os.environ["DATABASE_URL"] = database.create()
+    os.environ["DEBUG"] = "1"  # to load the settings; switched off below, and the server runs with it off
+    os.environ["ALLOWED_HOSTS"] = "127.0.0.1"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    from django.conf import settings
+
+    # Measure as deployed: DEBUG off in this process too (no query log, no template debug info).
+    # DEBUG=1 above only lets the settings load with the development secret and static files.
+    settings.DEBUG = False
+    progress(f"migrating {'PostgreSQL database ' + database.name if database.postgres else database.url}")
+    call_command("migrate", verbosity=0, interactive=False)
+    machine(report)
+
+
+def close_django() -> None:
+    try:
+        from django.db import connections
+
+        connections.close_all()
+    except Exception:  # Django may not have started
+        pass
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about 10x smaller sizes and fewer repetitions (CI)")
@@ -103,22 +133,7 @@ def main(argv=None) -> int:
     database = Database(os.environ.get("DATABASE_URL", ""), args.keep)
     report = Report()
     try:
-        os.environ["DATABASE_URL"] = database.create()
-        os.environ["DEBUG"] = "1"  # to load the settings; switched off below, and the server runs with it off
-        os.environ["ALLOWED_HOSTS"] = "127.0.0.1"
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        from django.conf import settings
-
-        # Measure as deployed: DEBUG off in this process too (no query log, no template debug info).
-        # DEBUG=1 above only lets the settings load with the development secret and static files.
-        settings.DEBUG = False
-        progress(f"migrating {'PostgreSQL database ' + BENCH_DATABASE if database.postgres else database.url}")
-        call_command("migrate", verbosity=0, interactive=False)
-        machine(report)
+        start_django(database, report)
         progress("machine: " + ", ".join(f"{k} {v}" for k, v in report.machine.items()))
 
         from bench.measures import MEASUREMENTS, Bench
@@ -136,12 +151,7 @@ def main(argv=None) -> int:
         finally:
             bench.close()
     finally:
-        try:
-            from django.db import connections
-
-            connections.close_all()
-        except Exception:  # Django may not have started
-            pass
+        close_django()
         database.drop()
     report.machine["load_at_end"] = "/".join(f"{x:.1f}" for x in os.getloadavg())
     report.print()

@@ -175,6 +175,12 @@ CTXWEB_KEEP_RECENT_TOKENS = env_int("CTXWEB_KEEP_RECENT_TOKENS", 20_000)
 CTXWEB_AUTO_COMPACT = env_bool("CTXWEB_AUTO_COMPACT", True)
 CTXWEB_SUMMARIZER = env_str("CTXWEB_SUMMARIZER", "extractive")
 CTXWEB_SUMMARY_MAX_TOKENS = env_int("CTXWEB_SUMMARY_MAX_TOKENS", 2_000)
+# A summarizer that has not answered after this many seconds fails the compaction (it runs on a thread
+# of its own, outside any transaction, so nothing waits on it meanwhile).
+CTXWEB_SUMMARIZER_TIMEOUT = env_float("CTXWEB_SUMMARIZER_TIMEOUT", 120.0)
+# A compaction run still open after this many seconds was cut off (server killed mid-run); the next
+# compaction of its session closes it with COMPACTION_FAILED.
+CTXWEB_COMPACTION_ABANDONED_AFTER = env_float("CTXWEB_COMPACTION_ABANDONED_AFTER", CTXWEB_SUMMARIZER_TIMEOUT + 60)
 
 # The `openai` summarizer: any OpenAI-compatible Chat Completions endpoint.
 CTXWEB_OPENAI_BASE_URL = env_str("CTXWEB_OPENAI_BASE_URL", "https://api.openai.com/v1")

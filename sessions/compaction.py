@@ -6,11 +6,13 @@ in a second short transaction, where the one-to-one link to the checkpoint it ex
 runs from the same base cannot both succeed. Raw messages are never changed.
 """
 
+import threading
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Count, F
 from django.utils import timezone
 
 from .checkpoints import store_checkpoint
@@ -22,6 +24,7 @@ from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from .validation import check_text
 
 SUMMARY_MIN_TOKENS = 48
+TERMINAL = (EventType.COMPACTION_COMPLETED, EventType.COMPACTION_SKIPPED, EventType.COMPACTION_FAILED)
 AUTO = "auto"
 REQUEST = "request"
 
@@ -172,6 +175,73 @@ def _event(session, type_, actor, trigger, plan: Plan, run: int | None = None, *
     return record(session, type_, actor, **data)
 
 
+def summarize(name: str, previous: str, covered: list[Message], budget: int) -> str:
+    """Run summarizer `name` with a deadline of CTXWEB_SUMMARIZER_TIMEOUT seconds and check its answer.
+
+    It runs on a thread of its own: a summarizer that hangs is abandoned there (its answer, if it ever
+    comes, is dropped) and the compaction fails; no database lock is held meanwhile. Any exception and
+    any answer that is not storable text becomes a SummarizerError.
+    """
+    function = get_summarizer(name)
+    answer: dict = {}
+
+    def run():
+        try:
+            answer["text"] = function(previous, covered, budget)
+        except BaseException as exc:  # reported to the caller below
+            answer["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"summarizer-{name}", daemon=True)
+    thread.start()
+    thread.join(settings.CTXWEB_SUMMARIZER_TIMEOUT)
+    if thread.is_alive():
+        raise SummarizerError(f"the summarizer did not answer within {settings.CTXWEB_SUMMARIZER_TIMEOUT:g}s")
+    if "error" in answer:
+        exc = answer["error"]
+        if isinstance(exc, SummarizerError):
+            raise exc
+        raise SummarizerError(f"{type(exc).__name__}: {exc}") from exc
+    text = answer.get("text")
+    if not isinstance(text, str):
+        raise SummarizerError(f"the summarizer returned {type(text).__name__}, not text")
+    try:
+        check_text(text, None, "summary")
+    except DomainError as exc:
+        raise SummarizerError(f"the summarizer returned text that cannot be stored: {exc}") from None
+    return text
+
+
+def close_abandoned_runs(session: Session, actor: str) -> list[Event]:
+    """Close the runs of `session` that can no longer finish: a COMPACTION_STARTED without a terminal
+    event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds (longer than a summarizer may take),
+    was cut off by a stopped or killed server. Each gets COMPACTION_FAILED, so every run is closed
+    exactly once (SPEC §4.2). Call under the session's row lock. Usually two index-only counts."""
+    counts = dict(
+        Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL))
+        .values_list("type").annotate(n=Count("id")).values_list("type", "n")
+    )
+    open_runs = counts.get(EventType.COMPACTION_STARTED, 0) - sum(counts.get(t, 0) for t in TERMINAL)
+    if open_runs <= 0:
+        return []
+    closed = {data.get("run") for data in Event.objects.filter(session=session, type__in=TERMINAL).values_list("data", flat=True)}
+    stale_before = timezone.now() - timedelta(seconds=settings.CTXWEB_COMPACTION_ABANDONED_AFTER)
+    abandoned = (
+        Event.objects.filter(session=session, type=EventType.COMPACTION_STARTED, created_at__lt=stale_before)
+        .exclude(pk__in=[pk for pk in closed if isinstance(pk, int)])
+        .order_by("pk")
+    )
+    events = []
+    for started in abandoned:
+        data = {k: v for k, v in started.data.items() if k != "run"}
+        events.append(record(
+            session, EventType.COMPACTION_FAILED, actor, **data, run=started.pk,
+            error="interrupted: the run never finished (the server stopped during it); nothing changed",
+        ))
+    if events:
+        Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + len(events))
+    return events
+
+
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
@@ -210,6 +280,7 @@ def compact(
     # 1. Plan under the row lock, and record the start.
     with transaction.atomic():
         session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
+        close_abandoned_runs(session, actor)
         plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None)
         plan.tokens_before += extra_tokens
         if trigger == AUTO and not plan.over_threshold:
@@ -238,12 +309,10 @@ def compact(
     previous = plan.base.summary if plan.base else ""
     if summary is None:
         try:
-            summary = get_summarizer(compaction.summarizer)(previous, covered, summary_budget(plan))
+            summary = summarize(compaction.summarizer, previous, covered, summary_budget(plan))
         except SummarizerError as exc:
             return _finish_failed(session.pk, actor, trigger, plan, started, str(exc))
-        except Exception as exc:  # a summarizer must never take the request down
-            return _finish_failed(session.pk, actor, trigger, plan, started, f"{type(exc).__name__}: {exc}")
-    if not summary or not summary.strip():
+    if not summary.strip():
         return _finish_failed(session.pk, actor, trigger, plan, started, "the summarizer returned no text")
     summary = summary.strip()
     summary_tokens = summary_message_tokens(summary, plan.last_seq)

@@ -799,11 +799,16 @@ def test_two_concurrent_compactions_over_a_checkpoint_make_one_checkpoint(projec
     assert sorted(event_types(session)) == sorted([STARTED, COMPLETED] + [STARTED, STARTED, COMPLETED, FAILED])
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_message_appended_while_the_summarizer_runs_stays_after_the_cut(project, append, summarizer):
     session = two_old_turns_and_a_question(append, "late")
 
     def append_late():
-        append_messages(project, "late", [user(25, "a late question")])
+        # The summarizer runs on a thread of its own, with its own database connection.
+        try:
+            append_messages(project, "late", [user(25, "a late question")])
+        finally:
+            connection.close()
 
     summarizer.during = append_late
     outcome = compact(fresh(session), max_tokens=100, keep_recent_tokens=50)

@@ -1,0 +1,365 @@
+"""Reliability runs (SPEC §8, issue 9): `python -m bench.reliability [--quick] [--only kill,load] [--keep]`.
+
+On PostgreSQL, against gunicorn on 127.0.0.1, over real HTTP, in a database of its own
+(ctxweb_reliability, created and dropped here on the server of DATABASE_URL, by default
+postgres://postgres@127.0.0.1:5432/postgres):
+
+- kill: writers stream batches while the whole server (master and workers) is SIGKILLed again and
+  again and restarted; every batch without an answer is retried as it was until acknowledged.
+  Afterwards each raw log holds every message exactly once, in the order sent, seqs 1..N, and a
+  retried batch was stored whole or not at all.
+- load: 8 writer processes append to shared and separate sessions through gunicorn with 4 workers,
+  while automatic and requested compactions run. Afterwards: nothing lost or duplicated, seqs
+  gapless and in each writer's order, every COMPACTION_STARTED closed by exactly one terminal event,
+  no two checkpoints extending the same base, stored model-input figures equal to a full rebuild.
+
+Every run is bounded in time. Progress goes to stderr; the figures, the checks and a line of JSON go
+to stdout. A failed check makes the exit status non-zero.
+"""
+
+import argparse
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import traceback
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from bench.client import Server
+from bench.report import Report, progress
+from bench.run import Database, close_django, start_django
+from bench.writers import append_until_acknowledged, batch, load_writer, new_log
+from tests.openai_stub import OpenAIStub
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+SCENARIOS = ("kill", "load")
+TERMINAL = {"COMPACTION_COMPLETED", "COMPACTION_SKIPPED", "COMPACTION_FAILED"}
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+class Run:
+    def __init__(self, report: Report, *, quick: bool, database_url: str, tmp: Path):
+        from sessions.api_keys import create_api_key
+        from sessions.models import Project
+
+        self.report = report
+        self.quick = quick
+        self.database_url = database_url
+        self.tmp = tmp
+        self.project = Project.objects.get_or_create(name="reliability")[0]
+        _, self.secret = create_api_key(self.project, "reliability")
+
+    # --- checks on what the database holds ---------------------------------------------------------
+
+    def check_raw_log(self, scenario: str, key: str, expected: list[str] | None, sent: set[str]) -> int:
+        """Seqs 1..N, every sent id exactly once and nothing else; `expected`, when given, is the exact
+        order the ids must have. Returns N."""
+        from sessions.models import Message, Session
+
+        session = Session.objects.get(project=self.project, key=key)
+        rows = list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "client_id"))
+        seqs, ids = [s for s, _ in rows], [i for _, i in rows]
+        check = self.report.check
+        check(f"{scenario}: seqs gapless", seqs == list(range(1, len(rows) + 1)), f"{key}: seqs are not 1..{len(rows)}")
+        duplicated = [i for i, n in Counter(ids).items() if n > 1]
+        check(f"{scenario}: nothing duplicated", not duplicated, f"{key}: {len(duplicated)} ids stored twice, e.g. {duplicated[:3]}")
+        lost = sent - set(ids)
+        check(f"{scenario}: nothing lost", not lost, f"{key}: {len(lost)} acknowledged messages missing, e.g. {sorted(lost)[:3]}")
+        extra = set(ids) - sent
+        check(f"{scenario}: nothing unexpected stored", not extra, f"{key}: {len(extra)} stored ids were never sent")
+        if expected is not None:
+            check(f"{scenario}: raw log in the order sent", ids == expected, f"{key}: stored order differs from the sent order")
+        check(f"{scenario}: message_count", session.message_count == len(rows),
+              f"{key}: message_count {session.message_count}, {len(rows)} rows")
+        return len(rows)
+
+    def check_model_input_figures(self, scenario: str, key: str) -> None:
+        from sessions.model_input import build_model_input
+        from sessions.models import Session
+
+        session = Session.objects.select_related("project").get(project=self.project, key=key)
+        rebuilt = build_model_input(session)
+        self.report.check(f"{scenario}: stored model-input figures equal a rebuild", session.input_tokens == rebuilt.tokens,
+                          f"{key}: stored {session.input_tokens} tokens, rebuilt {rebuilt.tokens}")
+
+    def check_compactions(self, scenario: str, key: str) -> Counter:
+        """Every COMPACTION_STARTED closed by exactly one terminal event; no two checkpoints extend the
+        same base; the checkpoints form one chain. Returns the terminal events by type/trigger."""
+        from sessions.models import Checkpoint, Event, Session
+
+        session = Session.objects.get(project=self.project, key=key)
+        events = list(Event.objects.filter(session=session, type__startswith="COMPACTION_").order_by("pk"))
+        started = {e.pk for e in events if e.type == "COMPACTION_STARTED"}
+        closed = Counter(e.data.get("run") for e in events if e.type in TERMINAL)
+        check = self.report.check
+        check(f"{scenario}: every COMPACTION_STARTED closed once",
+              all(closed[pk] == 1 for pk in started), f"{key}: runs not closed exactly once: "
+              f"{sorted(pk for pk in started if closed[pk] != 1)[:5]}")
+        check(f"{scenario}: no terminal event without its start", set(closed) <= started,
+              f"{key}: terminal events of unknown runs {sorted(set(closed) - started)[:5]}")
+        checkpoints = list(Checkpoint.objects.filter(session=session).order_by("pk"))
+        bases = Counter(c.previous_id for c in checkpoints)
+        check(f"{scenario}: no two checkpoints extend the same base", all(n == 1 for n in bases.values()),
+              f"{key}: bases extended twice: {[b for b, n in bases.items() if n > 1]}")
+        by_id = {c.pk: c for c in checkpoints}
+        chain_ok = all(
+            c.first_seq == (by_id[c.previous_id].last_seq + 1 if c.previous_id else 1) and c.last_seq >= c.first_seq
+            for c in checkpoints
+        )
+        check(f"{scenario}: checkpoints form one chain", chain_ok, f"{key}: a checkpoint does not continue its base")
+        completed = sum(1 for e in events if e.type == "COMPACTION_COMPLETED")
+        check(f"{scenario}: one checkpoint per completed compaction", completed == len(checkpoints),
+              f"{key}: {completed} completed, {len(checkpoints)} checkpoints")
+        return Counter(f"{e.data.get('trigger')} {e.type.removeprefix('COMPACTION_').lower()}" for e in events if e.type in TERMINAL)
+
+    # --- kill -----------------------------------------------------------------------------------
+
+    def kill(self) -> None:
+        """SIGKILL the whole server during a stream of batch appends, restart it, retry every batch
+        that got no answer; then every raw log is whole, once, in order, and every compaction run is
+        closed."""
+        from django.conf import settings
+
+        from sessions.compaction import compact
+        from sessions.models import Event, Session
+        from sessions.store import update_session
+
+        writers, batches, kills = (3, 12, 4) if self.quick else (4, 60, 20)
+        progress(f"kill: {writers} writers x {batches} batches of 20-300 messages, {kills} SIGKILLs of gunicorn")
+        keys = [f"durable-{w}" for w in range(writers)]
+        for key in keys:
+            # Automatic compaction often, so kills also land between a compaction's transactions.
+            update_session(self.project, key, {"compaction": {"auto": True, "max_tokens": 8000, "keep_recent_tokens": 2000}})
+        # A run still open this long after its start was cut off; the next compaction closes it.
+        abandoned_after = 6
+        settings.CTXWEB_COMPACTION_ABANDONED_AFTER = abandoned_after
+        # The `openai` summarizer against a local endpoint that takes 0.8 s to answer: compactions take
+        # long enough that kills land between their STARTED and their end.
+        summarizer = OpenAIStub()
+        summarizer.delay = 0.8
+        summarizer.reply = "Earlier: the user asked about orders and bookings; tools were called; answers given."
+        summarizer.start()
+        server = Server(self.database_url, 2, self.tmp / "gunicorn-kill.log", env={
+            "CTXWEB_SUMMARIZER": "openai", "CTXWEB_OPENAI_BASE_URL": summarizer.base_url,
+            "CTXWEB_OPENAI_API_KEY": "sk-local", "CTXWEB_OPENAI_TIMEOUT": "3", "CTXWEB_SUMMARIZER_TIMEOUT": "4",
+            "CTXWEB_COMPACTION_ABANDONED_AFTER": str(abandoned_after),
+        })
+        server.start(self.secret)
+        up = threading.Event()
+        up.set()
+        done = threading.Event()
+        logs = [new_log() for _ in keys]
+        sent: list[list[list[dict]]] = [[] for _ in keys]
+        deadline = time.monotonic() + (240 if self.quick else 900)
+
+        def port_of():
+            up.wait(60)
+            return server.port
+
+        def writer(w: int) -> None:
+            rng = random.Random(w)
+            for b in range(batches):
+                messages = batch(rng, f"w{w}-b{b}-", rng.randint(5, 75))
+                sent[w].append(messages)
+                data = append_until_acknowledged(port_of, self.secret, keys[w], messages, timeout=60,
+                                                 deadline=deadline, log=logs[w])
+                if data is None:
+                    return
+                logs[w]["acks"].append({"ids": [m["id"] for m in messages], "seqs": [m["seq"] for m in data["messages"]],
+                                        "stored": [m["stored"] for m in data["messages"]]})
+
+        killed = []
+
+        def killer() -> None:
+            rng = random.Random(99)
+            for _ in range(kills):
+                if done.wait(rng.uniform(0.4, 2.0)):
+                    return
+                up.clear()
+                server.kill()
+                killed.append(time.monotonic())
+                server.start(self.secret)
+                up.set()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        chaos = threading.Thread(target=killer)
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        chaos.start()
+        for thread in threads:
+            thread.join()
+        done.set()
+        chaos.join()
+        elapsed = time.monotonic() - began
+        server.stop()
+        summarizer.stop()
+
+        # Runs cut off by a kill are closed by the session's next compaction, once they are older
+        # than any live run could be.
+        if killed:
+            time.sleep(max(0.0, killed[-1] + abandoned_after + 1 - time.monotonic()))
+        interrupted = 0
+        for key in keys:
+            session = Session.objects.get(project=self.project, key=key)
+            outcome = compact(session, force=True)
+            interrupted += sum(1 for e in Event.objects.filter(session=session, type="COMPACTION_FAILED")
+                               if e.data.get("error", "").startswith("interrupted"))
+            self.report.check("kill: a compaction after the kills runs", outcome.status in ("completed", "skipped"),
+                              f"{key}: {outcome.status} {outcome.reason or outcome.error}")
+            self.check_compactions("kill", key)
+
+        check = self.report.check
+        problems = [p for log in logs for p in log["problems"]]
+        check("kill: every batch acknowledged", not problems, "; ".join(problems[:3]))
+        check("kill: the server was killed during the stream", len(killed) >= kills // 2,
+              f"only {len(killed)} kills before the writers finished")
+        whole = True
+        replayed = 0
+        for w, key in enumerate(keys):
+            expected = [m["id"] for messages in sent[w] for m in messages]
+            self.check_raw_log("kill", key, expected, set(expected))
+            self.check_model_input_figures("kill", key)
+            for ack in logs[w]["acks"]:
+                if len(set(ack["stored"])) != 1:
+                    whole = False  # part of a batch stored before the retry: never
+                elif not ack["stored"][0]:
+                    replayed += 1  # stored before the kill, its answer lost: the retry stored nothing
+                if ack["seqs"] != list(range(ack["seqs"][0], ack["seqs"][0] + len(ack["seqs"]))):
+                    whole = False
+        check("kill: a batch is stored whole or not at all", whole, "a batch's messages were stored in part or not contiguous")
+        total = sum(len(log["acks"]) for log in logs)
+        messages = sum(len(m) for s in sent for m in s)
+        unanswered = sum(log["failed"] for log in logs)
+        self.report.sizes.update(kill_writers=writers, kill_batches=total, kill_messages=messages)
+        self.report.figure("kill: SIGKILLs of the server", "kills", [len(killed)])
+        self.report.figure("kill: requests cut off without an answer", "requests", [unanswered])
+        self.report.figure("kill: requests refused while the server was down", "requests",
+                           [sum(log["refused"] for log in logs)])
+        self.report.figure("kill: batches stored before a kill whose answer was lost", "batches", [replayed],
+                           note="the retry answered duplicate for every message")
+        self.report.figure("kill: batches retried", "batches", [sum(log["retries"] for log in logs)])
+        self.report.figure("kill: 5xx answers", "responses", [sum(log["server_errors"] for log in logs)])
+        self.report.figure("kill: compaction runs cut off by a kill, closed as interrupted", "runs", [interrupted])
+        self.report.figure("kill: run time", "s", [elapsed])
+        check("kill: some requests were cut off by a kill", unanswered > 0, "no request was in flight at any kill")
+
+    # --- load -----------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """8 writer processes, shared and separate sessions, automatic and requested compactions."""
+        from sessions.store import update_session
+
+        writers, batches, seconds = (8, 25, 240) if self.quick else (8, 150, 900)
+        shared = ["shared-0", "shared-1"]
+        # Low thresholds, so automatic compactions run often, concurrently with the appends.
+        for key in shared:
+            update_session(self.project, key, {"compaction": {"auto": True, "max_tokens": 6000, "keep_recent_tokens": 1500}})
+        for w in range(writers):
+            auto = w % 2 == 0
+            update_session(self.project, f"solo-{w}", {"compaction": {"auto": auto, "max_tokens": 4000, "keep_recent_tokens": 1000}})
+        workers = 4
+        progress(f"load: {writers} writer processes x {batches} batches, gunicorn with {workers} workers")
+        server = Server(self.database_url, workers, self.tmp / "gunicorn-load.log")
+        server.start(self.secret)
+        context = multiprocessing.get_context("spawn")
+        start = context.Barrier(writers + 1)
+        results = context.Queue()
+        processes = [
+            context.Process(target=load_writer, args=(w, server.port, self.secret, shared, batches, 7, 1, seconds, start, results))
+            for w in range(writers)
+        ]
+        for process in processes:
+            process.start()
+        start.wait()
+        began = time.monotonic()
+        logs = [results.get(timeout=seconds + 120) for _ in processes]
+        elapsed = time.monotonic() - began
+        for process in processes:
+            process.join(timeout=30)
+        server.stop()
+
+        check = self.report.check
+        problems = [p for log in logs for p in log["problems"]]
+        check("load: every request answered without error", not problems, "; ".join(problems[:3]))
+        check("load: no 5xx", sum(log["server_errors"] for log in logs) == 0, "the server answered 5xx")
+        sent: dict[str, set[str]] = defaultdict(set)
+        order_ok, whole = True, True
+        for log in logs:
+            last_seq: dict[str, int] = {}
+            for ack in log["acks"]:
+                sent[ack["key"]].update(ack["ids"])
+                if not all(ack["stored"]):
+                    whole = False  # nothing is retried here, so every message is new
+                if ack["seqs"] != list(range(ack["seqs"][0], ack["seqs"][0] + len(ack["seqs"]))):
+                    whole = False
+                if ack["seqs"][0] <= last_seq.get(ack["key"], 0):
+                    order_ok = False
+                last_seq[ack["key"]] = ack["seqs"][-1]
+        check("load: each batch stored whole with consecutive seqs", whole, "a batch was split or partly duplicate")
+        check("load: each writer's batches in the order sent", order_ok, "a writer's later batch got an earlier seq")
+        terminals: Counter = Counter()
+        stored = 0
+        for key in sorted(sent):
+            stored += self.check_raw_log("load", key, None, sent[key])
+            self.check_model_input_figures("load", key)
+            terminals += self.check_compactions("load", key)
+        latencies = [s for log in logs for s in log["latencies"]]
+        requested = Counter(c["status"] for log in logs for c in log["compactions"])
+        self.report.sizes.update(load_writers=writers, load_workers=workers, load_sessions=len(sent), load_messages=stored)
+        self.report.figure("load: messages stored", "messages", [stored])
+        self.report.figure("load: append rate", "msg/s", [stored / elapsed])
+        self.report.figure("load: append latency p50", "ms", [statistics.median(latencies) * 1000])
+        self.report.figure("load: append latency p95", "ms", [percentile(latencies, 95) * 1000])
+        self.report.figure("load: append latency max", "ms", [max(latencies) * 1000])
+        for name, n in sorted(terminals.items()):
+            self.report.figure(f"load: compactions {name}", "runs", [n])
+        self.report.figure("load: compaction requests answered", "requests", [sum(requested.values())])
+        self.report.figure("load: run time", "s", [elapsed])
+        check("load: automatic compactions ran", any(k.startswith("auto completed") for k in terminals),
+              f"no automatic compaction completed: {dict(terminals)}")
+        check("load: requested compactions ran", any(k.startswith("request ") for k in terminals),
+              f"no requested compaction: {dict(terminals)}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller and shorter (CI)")
+    parser.add_argument("--only", default="", help=f"comma-separated scenarios (default: {','.join(SCENARIOS)})")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    args = parser.parse_args(argv)
+    only = [name.strip() for name in args.only.split(",") if name.strip()] or list(SCENARIOS)
+    unknown = set(only) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; choose from {', '.join(SCENARIOS)}")
+    given = os.environ.get("DATABASE_URL") or DEFAULT_URL
+    database = Database(given, args.keep, name="ctxweb_reliability")
+    if not database.postgres:
+        parser.error("the reliability runs need PostgreSQL: set DATABASE_URL=postgres://...")
+    report = Report()
+    try:
+        start_django(database, report)
+        run = Run(report, quick=args.quick, database_url=database.url, tmp=database.tmp)
+        for name in only:
+            try:
+                getattr(run, name)()
+            except Exception as exc:  # report what was measured, then fail the run
+                traceback.print_exc()
+                report.check(f"{name}: the run completed", False, f"{type(exc).__name__}: {exc}")
+    finally:
+        close_django()
+        database.drop()
+    report.print()
+    return 1 if report.failed_checks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
