@@ -33,7 +33,8 @@ def add_note(session: Session, user, text, seq: int | None = None) -> Note:
     if seq is not None and not (1 <= seq <= session.message_count):
         raise DomainError(f"No message #{seq} in this session.", code="message_not_found")
     with transaction.atomic():
-        note = Note.objects.create(session=session, seq=seq, author=user, text=text)
+        now = timezone.now()  # one instant, so a new note does not read as edited
+        note = Note.objects.create(session=session, seq=seq, author=user, text=text, created_at=now, updated_at=now)
         record(session, EventType.NOTE_ADDED, actor_of(user), note_id=note.pk, seq=seq, text=text[:200])
     return note
 

@@ -43,6 +43,7 @@ def test_a_viewer_adds_a_note_on_a_message_and_sees_it_next_to_the_message(viewe
     note_el = article.one("li", cls="note")
     assert "Gate info came from the tool." in note_el.text()
     assert "viewer" in note_el.one(cls="meta").text()
+    assert "edited" not in note_el.one(cls="meta").text()
     assert "Gate info came from the tool." not in doc.one("article", id=f"m-{story.call}").text()
 
 
@@ -93,6 +94,7 @@ def test_the_author_edits_their_note(viewer_client, viewer_user, story):
     assert event.actor == "user:viewer"
     article = parse(viewer_client.get(story.url())).one("article", id=f"m-{story.result}")
     assert "better words" in article.text() and "first words" not in article.text()
+    assert "edited" in article.one("li", cls="note").one(cls="meta").text()
 
 
 def test_the_author_deletes_their_note(viewer_client, viewer_user, story):
