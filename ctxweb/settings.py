@@ -156,6 +156,8 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIN
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
+# htmx sends the token from the page (hx-headers on <body>); no script reads the cookie.
+CSRF_COOKIE_HTTPONLY = True
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
@@ -192,7 +194,25 @@ CTXWEB_OPENAI_TIMEOUT = env_float("CTXWEB_OPENAI_TIMEOUT", 60.0)
 CTXWEB_MAX_BATCH_MESSAGES = env_int("CTXWEB_MAX_BATCH_MESSAGES", 500)
 CTXWEB_MAX_REQUEST_BYTES = env_int("CTXWEB_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
 CTXWEB_MAX_IMAGE_BYTES = env_int("CTXWEB_MAX_IMAGE_BYTES", 5 * 1024 * 1024)
+# Every text a client sends (content, text parts, reasoning, tool call arguments, instructions, titles,
+# summaries, attribute and metadata keys and values), in characters.
+CTXWEB_MAX_TEXT_CHARS = env_int("CTXWEB_MAX_TEXT_CHARS", 1_000_000)
+# Levels of nesting in free-form JSON (metadata, attributes, tool call arguments given as objects); the
+# object itself is level 1. The JSON library serializes at most about 250 levels, hence the ceiling.
+CTXWEB_MAX_JSON_DEPTH = env_int("CTXWEB_MAX_JSON_DEPTH", 32)
+if CTXWEB_MAX_TEXT_CHARS < 1:
+    raise ImproperlyConfigured("CTXWEB_MAX_TEXT_CHARS must be at least 1")
+if not 1 <= CTXWEB_MAX_JSON_DEPTH <= 200:
+    raise ImproperlyConfigured("CTXWEB_MAX_JSON_DEPTH must be between 1 and 200")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
+
+# Brute-force protection (sessions/throttle.py): this many failed log-ins, or failed API keys, from one
+# address within the window, and that address is refused (429) for that scope until the window passes.
+CTXWEB_AUTH_FAILURE_LIMIT = env_int("CTXWEB_AUTH_FAILURE_LIMIT", 10)
+CTXWEB_AUTH_FAILURE_WINDOW = env_int("CTXWEB_AUTH_FAILURE_WINDOW", 300)
+# How many reverse proxies in front append to X-Forwarded-For. 0 (the default): the header is ignored,
+# since anyone can send one; the client address is REMOTE_ADDR.
+CTXWEB_TRUSTED_PROXY_COUNT = env_int("CTXWEB_TRUSTED_PROXY_COUNT", 0)
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path, re_path
 
+from sessions import login_views
+
 from .api import api
 
 
@@ -11,8 +13,10 @@ def api_not_found(request, rest=""):
 
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    path("login/", login_views.login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Before the admin's own URLs, so its log-in page is throttled like the dashboard's.
+    path("admin/login/", login_views.admin_login),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),

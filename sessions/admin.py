@@ -3,7 +3,7 @@ break the invariants the model input depends on (gapless seqs, stored token coun
 
 from django.contrib import admin
 
-from .models import Checkpoint, Event, Message, Project, Session
+from .models import AuthFailure, Checkpoint, Event, Message, Project, Session
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -62,3 +62,15 @@ class EventAdmin(ReadOnlyAdmin):
     list_display = ["id", "session", "type", "actor", "created_at"]
     list_filter = ["type"]
     list_select_related = ["session__project"]
+
+
+@admin.register(AuthFailure)
+class AuthFailureAdmin(ReadOnlyAdmin):
+    """Failed log-ins and API keys by address. Deleting an address's rows lifts its block early."""
+
+    list_display = ["address", "scope", "created_at"]
+    list_filter = ["scope"]
+    search_fields = ["address"]
+
+    def has_delete_permission(self, request, obj=None):
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)

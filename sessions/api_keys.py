@@ -1,6 +1,7 @@
 """API keys: created with a secret shown once, stored as a hash, revocable (SPEC §5)."""
 
 import hashlib
+import hmac
 import secrets
 from datetime import timedelta
 
@@ -12,6 +13,10 @@ from .models import ApiKey, Project
 SECRET_PREFIX = "ctx_"
 PREFIX_LENGTH = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Compared against when no key has the secret's prefix, so a miss costs what a hit costs.
+DUMMY_HASH = hashlib.sha256(b"ctxweb: no API key has this prefix").hexdigest()
+# Prefixes carry 48 random bits, so sharing one is rare; the cap only bounds a pathological case.
+MAX_CANDIDATES = 20
 
 
 class AuthError(DomainError):
@@ -36,12 +41,23 @@ def create_api_key(project: Project, name: str, user=None) -> tuple[ApiKey, str]
 
 
 def authenticate(secret: str) -> ApiKey:
+    """The key whose secret this is. It is found by its non-secret prefix and its hash is compared in
+    constant time: one hmac.compare_digest per key with that prefix, or one against a dummy hash when
+    there is none, so neither the database nor the comparison tells how much of a guess was right."""
     if not secret or len(secret) > 200:
         raise AuthError("The API key is not valid.", code="invalid_api_key")
-    try:
-        key = ApiKey.objects.select_related("project").get(secret_hash=hash_secret(secret))
-    except ApiKey.DoesNotExist:
-        raise AuthError("The API key is not valid.", code="invalid_api_key") from None
+    digest = hash_secret(secret)
+    candidates = list(
+        ApiKey.objects.select_related("project").filter(prefix=secret[:PREFIX_LENGTH]).order_by("pk")[:MAX_CANDIDATES]
+    )
+    key = None
+    for candidate in candidates:
+        if hmac.compare_digest(candidate.secret_hash, digest):
+            key = candidate
+    if not candidates:
+        hmac.compare_digest(DUMMY_HASH, digest)
+    if key is None:
+        raise AuthError("The API key is not valid.", code="invalid_api_key")
     if key.revoked_at is not None:
         raise AuthError("This API key was revoked.", code="revoked_api_key")
     now = timezone.now()

@@ -9,4 +9,4 @@ class SessionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers system checks)
+        from . import checks, throttle  # noqa: F401  (registers system checks; counts failed log-ins)

@@ -27,3 +27,15 @@ def check_compaction_defaults(app_configs, **kwargs):
     if settings.CTXWEB_SUMMARIZER not in SUMMARIZERS:
         errors.append(Error(f"CTXWEB_SUMMARIZER must be one of {', '.join(SUMMARIZERS)}.", id="ctxweb.E004"))
     return errors
+
+
+@register()
+def check_auth_failure_limits(app_configs, **kwargs):
+    errors = []
+    if settings.CTXWEB_AUTH_FAILURE_LIMIT < 1:
+        errors.append(Error("CTXWEB_AUTH_FAILURE_LIMIT must be at least 1.", id="ctxweb.E010"))
+    if settings.CTXWEB_AUTH_FAILURE_WINDOW < 1:
+        errors.append(Error("CTXWEB_AUTH_FAILURE_WINDOW must be at least 1 second.", id="ctxweb.E011"))
+    if settings.CTXWEB_TRUSTED_PROXY_COUNT < 0:
+        errors.append(Error("CTXWEB_TRUSTED_PROXY_COUNT must not be negative.", id="ctxweb.E012"))
+    return errors

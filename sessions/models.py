@@ -239,7 +239,7 @@ class ApiKey(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16)  # the secret's first characters, for display
+    prefix = models.CharField(max_length=16)  # the secret's first characters: shown, and looked up
     secret_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
@@ -249,6 +249,10 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        indexes = [
+            # authenticate() finds a key by its prefix, then compares hashes in constant time.
+            models.Index(fields=["prefix"], name="api_key_prefix"),
+        ]
         ordering = ["project", "-created_at"]
 
     def __str__(self):
@@ -313,3 +317,27 @@ class Note(models.Model):
     def __str__(self):
         where = f"#{self.seq}" if self.seq else "session"
         return f"note on {where} by {self.author}"
+
+
+class AuthFailure(models.Model):
+    """A failed log-in or API key from one client address. Too many in a short window and that
+    address is refused for that scope until the window passes (sessions/throttle.py)."""
+
+    class Scope(models.TextChoices):
+        LOGIN = "login"
+        API_KEY = "api_key", "API key"
+
+    address = models.CharField(max_length=64)
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # Every log-in and API request reads an address's recent failures through this index.
+            models.Index(fields=["address", "scope", "-created_at"], name="auth_failure_recent"),
+            # Pruning deletes by age.
+            models.Index(fields=["created_at"], name="auth_failure_age"),
+        ]
+
+    def __str__(self):
+        return f"{self.scope} failure from {self.address}"

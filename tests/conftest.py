@@ -11,6 +11,17 @@ def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# A brute-force limit low enough for tests to reach (sessions/throttle.py).
+AUTH_FAILURE_LIMIT = 3
+AUTH_FAILURE_WINDOW = 300
+
+
+@pytest.fixture
+def low_auth_failure_limit(settings):
+    settings.CTXWEB_AUTH_FAILURE_LIMIT = AUTH_FAILURE_LIMIT
+    settings.CTXWEB_AUTH_FAILURE_WINDOW = AUTH_FAILURE_WINDOW
+
+
 @pytest.fixture
 def project(db):
     return Project.objects.get_or_create(name="default")[0]

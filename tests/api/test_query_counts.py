@@ -1,12 +1,13 @@
 """Query counts of the read endpoints are pinned: they do not grow with the page or the session (SPEC §8,
-STYLE "query counts are pinned on list endpoints"). One query authenticates the key; the key's
-last_used_at is written at most once a minute, so a first request warms it up."""
+STYLE "query counts are pinned on list endpoints"). Two queries authenticate: the address's recent failed
+keys (sessions/throttle.py), then the key; the key's last_used_at is written at most once a minute, so a
+first request warms it up."""
 
 import pytest
 
 pytestmark = pytest.mark.django_db
 
-AUTH = 1
+AUTH = 2
 
 
 @pytest.fixture
