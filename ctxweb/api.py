@@ -7,17 +7,22 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer
 
+from sessions import throttle
 from sessions.api import router as sessions_router
 from sessions.api_keys import AuthError, authenticate
 from sessions.errors import DomainError
+from sessions.validation import load_json_body
 
 logger = logging.getLogger("ctxweb.api")
 
 
 class ApiKeyAuth(HttpBearer):
     def __call__(self, request):
+        # An address over the limit of failed keys is refused before its key is looked at.
+        throttle.check(request, throttle.Scope.API_KEY)
         header = request.headers.get("Authorization")
         if not header:
             raise AuthError("Send your API key as 'Authorization: Bearer <key>'.", code="missing_api_key")
@@ -27,7 +32,19 @@ class ApiKeyAuth(HttpBearer):
         return self.authenticate(request, secret.strip())
 
     def authenticate(self, request, token):
-        return authenticate(token)
+        try:
+            return authenticate(token)
+        except AuthError:
+            throttle.record_failure(request, throttle.Scope.API_KEY)
+            raise
+
+
+class JsonBodyParser(Parser):
+    """Request bodies are strict JSON (sessions.validation.load_json_body). ninja turns any error of
+    the parser into a 400; on_http_error below gives the client the parser's own error instead."""
+
+    def parse_body(self, request):
+        return load_json_body(request.body)
 
 
 api = NinjaAPI(
@@ -36,6 +53,7 @@ api = NinjaAPI(
     description="What did the model actually see? Append messages, fetch the model input, compact, read events.",
     auth=ApiKeyAuth(),
     urls_namespace="api",
+    parser=JsonBodyParser(),
 )
 api.add_router("/", sessions_router)
 
@@ -47,6 +65,13 @@ def error(request, status: int, detail: str, code: str, **extra):
 @api.exception_handler(DomainError)
 def on_domain_error(request, exc: DomainError):
     return api.create_response(request, exc.as_dict(), status=exc.status)
+
+
+@api.exception_handler(throttle.TooManyAuthFailures)
+def on_too_many_auth_failures(request, exc: throttle.TooManyAuthFailures):
+    response = api.create_response(request, exc.as_dict(), status=exc.status)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(ValidationError)
@@ -69,6 +94,11 @@ def on_authentication_error(request, exc):
 
 @api.exception_handler(HttpError)
 def on_http_error(request, exc: HttpError):
+    cause = exc.__cause__  # what the body parser raised, when this is ninja's "cannot parse" 400
+    if isinstance(cause, DomainError):
+        return on_domain_error(request, cause)
+    if isinstance(cause, RequestDataTooBig):
+        return on_too_big(request, cause)
     code = "invalid_json" if exc.status_code == 400 else "http_error"
     detail = "The request body is not valid JSON." if exc.status_code == 400 else str(exc)
     return error(request, exc.status_code, detail, code)

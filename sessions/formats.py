@@ -9,6 +9,15 @@ from .tokens import provider_role
 
 DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(?:;[\w=.+-]+)*;base64,(.*)$", re.IGNORECASE | re.DOTALL)
 FORMATS = ("ctxweb", "openai", "anthropic")
+# The image types both providers document for base64 images. An image a provider does not take where
+# it stands (another type, a data: URL without base64, an image in an assistant message) reaches the
+# model as a text placeholder, so the request stays valid and the model still knows it was there.
+PROVIDER_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+# Characters OpenAI refuses in a message's name, and Anthropic in a tool id; its request must also open
+# with a user message.
+OPENAI_NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
+ANTHROPIC_TOOL_ID_RE = re.compile(r"[^a-zA-Z0-9_-]")
+ANTHROPIC_OPENING = "(The conversation begins with an assistant message.)"
 
 
 def to_ctxweb(model_input: ModelInput) -> list[dict]:
@@ -40,14 +49,26 @@ def _openai_content(content, role: str):
     for part in content:
         if part["type"] == "text":
             parts.append({"type": "text", "text": part["text"]})
-        elif role == Role.TOOL:  # tool results carry text only
-            parts.append({"type": "text", "text": f"[image: {_short_url(part['url'])}]"})
+        elif role != Role.USER or not _provider_image(part["url"]):  # only user messages carry images
+            parts.append({"type": "text", "text": _image_placeholder(part["url"])})
         else:
             image = {"url": part["url"]}
             if part.get("detail"):
                 image["detail"] = part["detail"]
             parts.append({"type": "image_url", "image_url": image})
-    return parts
+    return parts or ""  # an empty list of parts is not content to OpenAI
+
+
+def _provider_image(url: str) -> bool:
+    """An image URL both providers fetch (http, https) or decode (a base64 data: URL of a type they take)."""
+    if url.startswith(("http://", "https://")):
+        return True
+    match = DATA_URL_RE.match(url)
+    return bool(match) and (match.group(1) or "").lower() in PROVIDER_IMAGE_TYPES
+
+
+def _image_placeholder(url: str) -> str:
+    return f"[image: {_short_url(url)}]"
 
 
 def _short_url(url: str) -> str:
@@ -71,12 +92,13 @@ def to_openai(model_input: ModelInput) -> list[dict]:
         if role == Role.TOOL:
             message["tool_call_id"] = entry.tool_call_id
         elif entry.name:
-            message["name"] = entry.name
+            message["name"] = OPENAI_NAME_RE.sub("_", entry.name)[:64]
         out.append(message)
     return out
 
 
-def _anthropic_blocks(content) -> list[dict]:
+def _anthropic_blocks(content, images: bool = True) -> list[dict]:
+    """Content blocks; `images` is false where Anthropic takes none (assistant messages)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content.strip() else []
     blocks = []
@@ -85,15 +107,42 @@ def _anthropic_blocks(content) -> list[dict]:
             if part["text"].strip():
                 blocks.append({"type": "text", "text": part["text"]})
             continue
-        match = DATA_URL_RE.match(part["url"])
-        if match:
-            media_type = part.get("media_type") or match.group(1) or "image/png"
+        url = part["url"]
+        if not images or not _provider_image(url):
+            blocks.append({"type": "text", "text": _image_placeholder(url)})
+        elif match := DATA_URL_RE.match(url):
+            media_type = match.group(1).lower()  # the type of the bytes themselves
             blocks.append(
                 {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": match.group(2)}}
             )
         else:
-            blocks.append({"type": "image", "source": {"type": "url", "url": part["url"]}})
+            blocks.append({"type": "image", "source": {"type": "url", "url": url}})
     return blocks
+
+
+class _AnthropicToolIds:
+    """Anthropic takes tool ids of letters, digits, _ and - only, each tool_use id once per request;
+    stored ids may be other providers' (functions.search:0) or reused. Each call of the input gets a
+    valid id not used before in the request, and the results that follow it the same id."""
+
+    def __init__(self):
+        self.used: set[str] = set()
+        self.open: dict[str, str] = {}  # ids of the calls whose results may follow
+
+    def calls(self, ids: list[str]) -> list[str]:
+        self.open = {}
+        for call_id in ids:
+            base = ANTHROPIC_TOOL_ID_RE.sub("_", call_id)
+            new, n = base, 1
+            while new in self.used:
+                n += 1
+                new = f"{base}_{n}"
+            self.used.add(new)
+            self.open[call_id] = new
+        return [self.open[call_id] for call_id in ids]
+
+    def result(self, call_id: str) -> str:
+        return self.open.get(call_id) or ANTHROPIC_TOOL_ID_RE.sub("_", call_id)
 
 
 def _arguments_object(arguments: str):
@@ -106,27 +155,27 @@ def _arguments_object(arguments: str):
 
 def to_anthropic(model_input: ModelInput) -> dict:
     """Anthropic Messages: instructions in `system`; tool calls and results as tool_use/tool_result
-    blocks; consecutive messages of one role merged, so roles alternate."""
+    blocks; consecutive messages of one role merged, so roles alternate, opening with a user message."""
     system_parts = []
     messages: list[dict] = []
+    tool_ids = _AnthropicToolIds()
     for entry in model_input.entries:
         if entry.kind == "instructions":
             system_parts.append(entry.content)
             continue
         role = provider_role(entry.role)
         if role == Role.TOOL:
-            blocks = _anthropic_blocks(entry.content) if isinstance(entry.content, list) else None
-            result = {"type": "tool_result", "tool_use_id": entry.tool_call_id}
-            if blocks is None:
-                result["content"] = entry.content
-            else:
-                result["content"] = blocks
+            result = {"type": "tool_result", "tool_use_id": tool_ids.result(entry.tool_call_id)}
+            content = _anthropic_blocks(entry.content) if isinstance(entry.content, list) else entry.content
+            if content and (not isinstance(content, str) or content.strip()):  # no content: an empty result
+                result["content"] = content
             role, blocks = "user", [result]
         elif role == Role.ASSISTANT:
-            blocks = _anthropic_blocks(entry.content)
+            blocks = _anthropic_blocks(entry.content, images=False)
+            ids = tool_ids.calls([c["id"] for c in entry.tool_calls])
             blocks += [
-                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": _arguments_object(c["arguments"])}
-                for c in entry.tool_calls
+                {"type": "tool_use", "id": new_id, "name": c["name"], "input": _arguments_object(c["arguments"])}
+                for c, new_id in zip(entry.tool_calls, ids, strict=True)
             ]
         else:
             role, blocks = "user", _anthropic_blocks(entry.content)
@@ -138,7 +187,10 @@ def to_anthropic(model_input: ModelInput) -> dict:
             messages[-1]["content"].extend(blocks)
         else:
             messages.append({"role": role, "content": blocks})
+    if messages and messages[0]["role"] == "assistant":
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": ANTHROPIC_OPENING}]})
     result = {"messages": messages}
+    system_parts = [part for part in system_parts if part.strip()]  # Anthropic refuses blank text
     if system_parts:
         result["system"] = "\n\n".join(system_parts)
     return result

@@ -1,20 +1,32 @@
 from django.conf import settings
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, JsonResponse
 
 
 class ApiRequestSizeLimit:
-    """Refuse API request bodies over CTXWEB_MAX_REQUEST_BYTES with 413, before anything parses them."""
+    """Refuse API request bodies over CTXWEB_MAX_REQUEST_BYTES with 413, before anything parses them.
+
+    The size is the Content-Length, since Django reads exactly that many bytes. A body sent with a
+    Transfer-Encoding (chunked) has none and would be read as empty, so it is refused, not misread.
+    """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         if request.path.startswith("/api/"):
-            length = request.META.get("CONTENT_LENGTH") or "0"
+            if request.META.get("HTTP_TRANSFER_ENCODING"):
+                return JsonResponse(
+                    {"detail": "Send the request body with a Content-Length header, not chunked.",
+                     "code": "length_required"},
+                    status=400,
+                )
             try:
-                size = int(length)
+                size = int(request.META.get("CONTENT_LENGTH") or "0")
             except ValueError:
-                return JsonResponse({"detail": "Content-Length is not a number.", "code": "bad_request"}, status=400)
+                size = -1
+            if size < 0:
+                return JsonResponse({"detail": "Content-Length is not a size in bytes.", "code": "bad_request"},
+                                    status=400)
             if size > settings.CTXWEB_MAX_REQUEST_BYTES:
                 return JsonResponse(
                     {
@@ -24,6 +36,30 @@ class ApiRequestSizeLimit:
                     status=413,
                 )
         return self.get_response(request)
+
+
+class RejectNulCharacters:
+    """The dashboard refuses a NUL character in the path, the query string or a submitted form with 400
+    before any view sees it: PostgreSQL text cannot hold one, so a search or a filter with it would
+    otherwise fail inside the database. The API checks its own parameters and JSON fields (422)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not request.path.startswith("/api/") and self._has_nul(request):
+            return HttpResponseBadRequest("The request contains a NUL character.", content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+    @staticmethod
+    def _has_nul(request) -> bool:
+        if "\x00" in request.path:
+            return True
+        fields = [request.GET]
+        if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            fields.append(request.POST)
+        return any("\x00" in key or any("\x00" in value for value in values)
+                   for query in fields for key, values in query.lists())
 
 
 class ContentSecurityPolicy:

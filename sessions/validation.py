@@ -75,6 +75,14 @@ def _check_str(value, index, name, *, max_length=None, allow_empty=True, code="i
 
 
 def check_text(value: str, index, name, code="invalid_field"):
+    """Text a client sends: at most CTXWEB_MAX_TEXT_CHARS characters, and storable."""
+    limit = settings.CTXWEB_MAX_TEXT_CHARS
+    if len(value) > limit:
+        raise fail(index, f"{name} is longer than {limit} characters", "text_too_long")
+    check_storable(value, index, name, code)
+
+
+def check_storable(value: str, index, name, code="invalid_field"):
     """Strings the databases can store: no NUL characters, no lone surrogates."""
     if "\x00" in value:
         raise fail(index, f"{name} must not contain NUL characters", code)
@@ -84,21 +92,112 @@ def check_text(value: str, index, name, code="invalid_field"):
         raise fail(index, f"{name} is not valid Unicode text", code) from None
 
 
-def check_json(value, index, name, depth: int = 0):
-    """A JSON value from a client (attributes, metadata) that every database can store as it is."""
-    if depth > 32:
-        raise fail(index, f"{name} is nested too deeply", "invalid_field")
+def check_json(value, index, name, level: int = 1):
+    """A JSON value from a client (attributes, metadata, tool call arguments) that every database can
+    store as it is, nested at most CTXWEB_MAX_JSON_DEPTH levels (an object or list at the top is
+    level 1)."""
     if isinstance(value, str):
         check_text(value, index, name)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, index, name)
-            check_json(item, index, name, depth + 1)
-    elif isinstance(value, list):
+    elif isinstance(value, dict | list):
+        limit = settings.CTXWEB_MAX_JSON_DEPTH
+        if level > limit:
+            raise fail(index, f"{name} is nested more than {limit} levels deep", "json_too_deep")
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    raise fail(index, f"{name} keys must be strings", "invalid_field")
+                check_text(key, index, name)
+            value = value.values()
         for item in value:
-            check_json(item, index, name, depth + 1)
+            check_json(item, index, name, level + 1)
     elif isinstance(value, float) and not math.isfinite(value):
         raise fail(index, f"{name} must not contain NaN or infinity", "invalid_field")
+
+
+# A request body wraps the free-form JSON it carries in a few levels of its own (body, messages,
+# message, tool_calls, call, function, arguments), so it may be this much deeper than
+# CTXWEB_MAX_JSON_DEPTH.
+BODY_LEVELS = 8
+
+
+class InvalidBody(DomainError):
+    status = 400
+    code = "invalid_json"
+
+
+class InvalidNumber(DomainError):
+    """A number in a request body that no field can hold (NaN, infinity, beyond a double's range, or
+    more digits than Python reads); some JSON encoders write them."""
+
+    status = 422
+    code = "invalid_number"
+
+
+def _object(pairs: list) -> dict:
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        shown = twice if len(twice) <= 60 else twice[:57] + "..."
+        raise InvalidBody(f"The request body has the key {shown!r} twice in one object.")
+    return obj
+
+
+def _constant(name: str):
+    raise InvalidNumber(f"The request body holds {name}, which is not a JSON number.")
+
+
+def _float(text: str) -> float:
+    # 1e999 would become infinity, which pydantic writes back as null: refused here instead.
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidNumber(f"The request body holds the number {text[:40]}, too large to store.")
+    return value
+
+
+def _too_deep() -> DomainError:
+    limit = settings.CTXWEB_MAX_JSON_DEPTH + BODY_LEVELS
+    return DomainError(f"The request body is nested more than {limit} levels deep.", code="json_too_deep")
+
+
+def json_depth(value) -> int:
+    """Levels of nesting of a parsed JSON value: 0 for a scalar, 1 for a flat object or list."""
+    level = 0
+    containers = (dict, list)
+    frontier = [value] if isinstance(value, containers) else []
+    while frontier:  # one level at a time, without recursion
+        level += 1
+        frontier = [
+            child
+            for item in frontier
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, containers)
+        ]
+    return level
+
+
+def load_json_body(raw: bytes):
+    """A request body as JSON text (RFC 8259): UTF-8 without a byte order mark, no key twice in an
+    object, and not nested deeper than free-form JSON may be plus BODY_LEVELS (400 invalid_json, 422
+    json_too_deep); no NaN, Infinity or number beyond a double's range (422 invalid_number). Never an
+    unexpected error."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidBody("The request body is not UTF-8 text.") from None
+    if text.startswith("\ufeff"):
+        raise InvalidBody("The request body starts with a byte order mark; send UTF-8 JSON without one.")
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_constant=_constant, parse_float=_float)
+    except RecursionError:
+        raise _too_deep() from None
+    except json.JSONDecodeError as exc:
+        raise InvalidBody(f"The request body is not valid JSON: {exc}") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise InvalidNumber("The request body holds an integer of too many digits to read.") from None
+    if json_depth(value) > settings.CTXWEB_MAX_JSON_DEPTH + BODY_LEVELS:
+        raise _too_deep()
+    return value
 
 
 def _check_dimension(value, index, name):
@@ -113,7 +212,7 @@ def _image_part(part: dict, index) -> dict:
     url = part.get("url")
     if not isinstance(url, str) or not url:
         raise fail(index, "an image part needs a url (http(s) or data: URL)", "invalid_content")
-    check_text(url, index, "image url", "invalid_content")
+    check_storable(url, index, "image url", "invalid_content")  # bounded below, not as text
     if url.startswith(("http://", "https://")):
         if len(url) > 8192:
             raise fail(index, "image url is too long", "invalid_content")
@@ -215,6 +314,7 @@ def tool_call(call, index) -> dict:
     if arguments is None:
         arguments = ""
     if isinstance(arguments, dict | list):
+        check_json(arguments, index, "tool call arguments")
         arguments = json.dumps(arguments, ensure_ascii=False)
     if not isinstance(arguments, str):
         raise fail(index, "tool call arguments must be a string or a JSON object", "invalid_tool_calls")
@@ -277,7 +377,7 @@ def parse_message(data, index: int | None = None) -> NewMessage:
             "unknown_field",
         )
     role = data.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise fail(index, f"role must be one of {', '.join(Role.values)}", "invalid_role")
 
     tool_calls_in = data.get("tool_calls")
@@ -358,7 +458,7 @@ def count_openai_messages(messages) -> tuple[int, list[int]]:
         if not isinstance(message, dict):
             raise fail(index, "a message must be an object", "invalid_message")
         role = "system" if message.get("role") == "developer" else message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise fail(index, f"role must be one of {', '.join(Role.values)} (or developer)", "invalid_role")
         content = normalise_content(message.get("content"), index)
         calls = message.get("tool_calls") or []
