@@ -21,12 +21,53 @@ from .model_input import build_model_input
 from .models import Event, Session
 from .requests import build_request
 from .store import check_key, get_session, update_session
-from .validation import count_openai_messages, to_utc
+from .validation import check_storable, count_openai_messages, to_utc
 
 router = Router(tags=["sessions"])
 
-ERRORS = {400: s.ErrorOut, 401: s.ErrorOut, 404: s.ErrorOut, 413: s.ErrorOut, 422: s.ErrorOut}
+# 429: the caller's address has too many failed API keys (sessions/throttle.py).
+ERRORS = {400: s.ErrorOut, 401: s.ErrorOut, 404: s.ErrorOut, 413: s.ErrorOut, 422: s.ErrorOut, 429: s.ErrorOut}
 WRITE_ERRORS = {**ERRORS, 409: s.ErrorOut}
+
+
+# --- OpenAPI links -------------------------------------------------------------------------------
+# Which values of a response feed the next call: they document the API's workflows, and schemathesis's
+# stateful tests follow them. Targets are the operationIds ninja gives the view functions below.
+
+
+def link(view: str, request_body: dict | None = None, **parameters: str) -> dict:
+    target = {"operationId": f"sessions_api_{view}", "parameters": parameters}
+    return target if request_body is None else {**target, "requestBody": request_body}
+
+
+def session_links(key: str = "$request.path.key") -> dict:
+    """From a response about one session to every operation on that session."""
+    return {
+        "GetSession": link("get_one_session", key=key),
+        "UpdateSession": link("put_session", key=key),
+        "AppendMessages": link("append", key=key),
+        "GetRawLog": link("raw_log", key=key),
+        "GetModelInput": link("model_input", key=key),
+        "Compact": link("request_compaction", key=key),
+        "BuildRequest": link("build_next_request", key=key),
+        "ListCheckpoints": link("list_checkpoints", key=key),
+        "ListEvents": link("list_events", key=key),
+        "Export": link("export", key=key),
+    }
+
+
+def message_links(seq: str) -> dict:
+    """From a response naming a stored message (by a JSON pointer to its seq) to that message."""
+    return {
+        "PatchMessage": link("patch_message", key="$request.path.key", seq=seq),
+        "GetModelInputAsOf": link("model_input", key="$request.path.key", as_of=seq),
+        "GetRawLogAfter": link("raw_log", key="$request.path.key", after=seq),
+    }
+
+
+def links(*statuses: int, **named: dict) -> dict:
+    """openapi_extra for an operation whose `statuses` responses carry these links."""
+    return {"responses": {status: {"links": named} for status in statuses}}
 
 
 def actor(request) -> str:
@@ -150,14 +191,15 @@ def dump_messages(messages: list[s.MessageIn]) -> list[dict]:
 
 
 @router.put("/sessions/{key}", response={200: s.SessionOut, 201: s.SessionOut, **WRITE_ERRORS},
-            summary="Create or update a session")
+            summary="Create or update a session", openapi_extra=links(200, 201, **session_links()))
 def put_session(request, key: str, body: s.SessionIn):
     data = body.model_dump(exclude_unset=True)
     session, created = update_session(project(request), key, data, actor(request))
     return Status(201 if created else 200, session_out(session))
 
 
-@router.get("/sessions/{key}", response={200: s.SessionOut, **ERRORS}, summary="One session with its counts")
+@router.get("/sessions/{key}", response={200: s.SessionOut, **ERRORS}, summary="One session with its counts",
+            openapi_extra=links(200, **session_links()))
 def get_one_session(request, key: str):
     return session_out(get_session(project(request), key))
 
@@ -178,7 +220,9 @@ def _encode_cursor(session: Session) -> str:
     return base64.urlsafe_b64encode(f"{session.last_activity_at.isoformat()}|{session.pk}".encode()).decode().rstrip("=")
 
 
-@router.get("/sessions", response={200: s.SessionListOut, **ERRORS}, summary="List sessions, most recently active first")
+@router.get("/sessions", response={200: s.SessionListOut, **ERRORS}, summary="List sessions, most recently active first",
+            openapi_extra=links(200, **session_links("$response.body#/items/0/key"),
+                                NextPage=link("list_sessions", cursor="$response.body#/next_cursor")))
 def list_sessions(
     request,
     q: str = Query("", max_length=200, description="search in key and title"),
@@ -187,6 +231,7 @@ def list_sessions(
 ):
     qs = Session.objects.filter(project=project(request)).select_related("project")
     if q:
+        check_storable(q, None, "q")  # compared with stored text: PostgreSQL refuses a NUL
         qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q))
     if cursor:
         stamp, pk = _decode_cursor(cursor)
@@ -200,7 +245,8 @@ def list_sessions(
 
 
 @router.post("/sessions/{key}/messages", response={200: s.AppendOut, **WRITE_ERRORS},
-              summary="Append a batch of messages (all or nothing)")
+              summary="Append a batch of messages (all or nothing)",
+              openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
 def append(request, key: str, body: s.AppendIn):
     check_key(key)
     result = append_messages(project(request), key, dump_messages(body.messages), actor(request))
@@ -213,7 +259,9 @@ def append(request, key: str, body: s.AppendIn):
     }
 
 
-@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order")
+@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order",
+            openapi_extra=links(200, **message_links("$response.body#/items/0/seq"),
+                                NextPage=link("raw_log", key="$request.path.key", after="$response.body#/next_after")))
 def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), limit: int = Query(100, ge=1, le=500)):
     session = get_session(project(request), key)
     page = list(session.messages.filter(seq__gt=after).order_by("seq")[:limit])
@@ -222,7 +270,8 @@ def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), li
 
 
 @router.patch("/sessions/{key}/messages/{seq}", response={200: s.MessageOut, **ERRORS},
-              summary="Change include_in_messages and/or attributes of a stored message")
+              summary="Change include_in_messages and/or attributes of a stored message",
+              openapi_extra=links(200, **session_links(), **message_links("$response.body#/seq")))
 def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
     message = update_message(project(request), key, seq, body.model_dump(exclude_unset=True), actor(request))
     return message_out(message)
@@ -232,7 +281,8 @@ def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
 
 
 @router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, **ERRORS},
-            summary="The model input: latest checkpoint plus the messages after it")
+            summary="The model input: latest checkpoint plus the messages after it",
+            openapi_extra=links(200, CountTokens=link("count_tokens", {"messages": "$response.body#/messages"})))
 def model_input(
     request, key: str, format: s.FormatName = "ctxweb", as_of: int | None = Query(None, ge=0, le=2_000_000_000)
 ):
@@ -240,7 +290,10 @@ def model_input(
     return model_input_out(build_model_input(session, as_of=as_of), format)
 
 
-@router.post("/sessions/{key}/compact", response={200: s.CompactionOut, **ERRORS}, summary="Request compaction")
+@router.post("/sessions/{key}/compact", response={200: s.CompactionOut, **ERRORS}, summary="Request compaction",
+             openapi_extra=links(200, **session_links(),
+                                 GetModelInputAsOf=link("model_input", key="$request.path.key",
+                                                        as_of="$response.body#/checkpoint/created_at_seq")))
 def request_compaction(request, key: str, body: s.CompactIn):
     session = get_session(project(request), key)
     outcome = compact(
@@ -262,7 +315,9 @@ def count_tokens(request, body: s.TokensIn):
 
 
 @router.post("/sessions/{key}/requests", response={200: s.RequestOut, **WRITE_ERRORS},
-             summary="Build the next request: store messages, compact if needed, return the model input")
+             summary="Build the next request: store messages, compact if needed, return the model input",
+             openapi_extra=links(200, **session_links(), **message_links("$response.body#/stored/0/seq"),
+                                 CountTokens=link("count_tokens", {"messages": "$response.body#/model_input/messages"})))
 def build_next_request(request, key: str, body: s.RequestIn):
     check_key(key)
     built = build_request(
@@ -280,14 +335,18 @@ def build_next_request(request, key: str, body: s.RequestIn):
 # --- checkpoints, events, export -----------------------------------------------------------------
 
 
-@router.get("/sessions/{key}/checkpoints", response={200: s.CheckpointListOut, **ERRORS}, summary="Checkpoints, newest first")
+@router.get("/sessions/{key}/checkpoints", response={200: s.CheckpointListOut, **ERRORS}, summary="Checkpoints, newest first",
+            openapi_extra=links(200, GetModelInputAsOf=link("model_input", key="$request.path.key",
+                                                            as_of="$response.body#/items/0/created_at_seq")))
 def list_checkpoints(request, key: str):
     session = get_session(project(request), key)
     return {"items": [checkpoint_out(c) for c in session.checkpoints.order_by("-last_seq")]}
 
 
 @router.get("/sessions/{key}/events", response={200: s.EventListOut, **ERRORS},
-            summary="Events in order; type filters by exact type, or by prefix when it ends with _")
+            summary="Events in order; type filters by exact type, or by prefix when it ends with _",
+            openapi_extra=links(200, NextPage=link("list_events", key="$request.path.key",
+                                                   after="$response.body#/next_after")))
 def list_events(
     request,
     key: str,
@@ -298,6 +357,7 @@ def list_events(
     session = get_session(project(request), key)
     qs = session.events.filter(pk__gt=after)
     if type:
+        check_storable(type, None, "type")  # compared with stored text: PostgreSQL refuses a NUL
         qs = qs.filter(type__startswith=type) if type.endswith("_") else qs.filter(type=type)
     page = list(qs.order_by("pk")[:limit])
     return {"items": [event_out(e) for e in page], "next_after": page[-1].pk if len(page) == limit else None}

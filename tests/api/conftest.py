@@ -142,16 +142,19 @@ def too_big_text(limit: int) -> str:
     return "x" * (limit + 100)
 
 
+# Five messages: a question, a tool call and its result, an answer and a second question.
+CONVERSATION = [
+    {"id": "m1", "role": "user", "content": "What is the weather in Lisbon?"},
+    {"id": "m2", "role": "assistant", "content": None,
+     "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'}]},
+    {"id": "m3", "role": "tool", "tool_call_id": "call_1", "content": "24°C, sunny"},
+    {"id": "m4", "role": "assistant", "content": "It is 24°C and sunny in Lisbon."},
+    {"id": "m5", "role": "user", "content": "And in Porto?"},
+]
+
+
 @pytest.fixture
 def conversation(append):
-    """A small session 'chat' of five messages: a question, a tool call and its result, an answer and a
-    second question."""
-    append("chat", [
-        {"id": "m1", "role": "user", "content": "What is the weather in Lisbon?"},
-        {"id": "m2", "role": "assistant", "content": None,
-         "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'}]},
-        {"id": "m3", "role": "tool", "tool_call_id": "call_1", "content": "24°C, sunny"},
-        {"id": "m4", "role": "assistant", "content": "It is 24°C and sunny in Lisbon."},
-        {"id": "m5", "role": "user", "content": "And in Porto?"},
-    ])
+    """A small session 'chat' of the five messages of CONVERSATION."""
+    append("chat", CONVERSATION)
     return "chat"

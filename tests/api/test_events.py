@@ -89,6 +89,13 @@ def test_it_rejects_bad_query_parameters_with_422(api, history, query):
     assert_error(api.get("/sessions/chat/events", query=query), 422, "invalid_request")
 
 
+def test_it_rejects_a_type_with_a_nul_character_with_422(api, history):
+    """PostgreSQL text cannot hold NUL: the filter was a 500 there (found by the stateful fuzz test)."""
+    body = assert_error(api.get("/sessions/chat/events", query={"type": "COMPACTION_\x00"}), 422, "invalid_field")
+
+    assert "NUL" in body["detail"]
+
+
 def test_it_answers_404_for_an_unknown_session(api, history):
     assert_error(api.get("/sessions/nope/events"), 404, "session_not_found")
 

@@ -6,24 +6,16 @@ import json
 from datetime import timedelta, timezone
 
 import pytest
-import schemathesis
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
-from ctxweb.wsgi import application
 from sessions.api_keys import create_api_key
 from sessions.append import append_messages
 from sessions.models import Message, Session
+from tests.api.fuzzing import CHECKS, load_schema, wsgi_host  # noqa: F401 - wsgi_host is a fixture
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 
@@ -31,21 +23,14 @@ FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
 # through `as_strategy` under our own parametrization: schemathesis's pytest integration
 # (`schema.parametrize`, `from_fixture`) gives every operation the same node id under pytest 9, which
 # breaks fixture teardown.
-schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application)
+schema = load_schema()
 OPERATIONS = [result.ok() for result in schema.get_all_operations()]
 SESSION_OPERATIONS = [op for op in OPERATIONS if "{key}" in op.path]
 MODES = [pytest.param(GenerationMode.POSITIVE, id="positive"), pytest.param(GenerationMode.NEGATIVE, id="negative")]
 
 # The WSGI app runs in this process, on this thread's database connection, so it sees the test database.
 # transaction=True because the end of each request closes connections that are not in autocommit mode.
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def wsgi_host(settings):
-    """schemathesis's WSGI client sends `Host: localhost`."""
-    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
-    settings.SECURE_SSL_REDIRECT = False
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("wsgi_host")]
 
 
 @pytest.fixture

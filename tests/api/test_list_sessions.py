@@ -125,6 +125,13 @@ def test_it_rejects_bad_query_parameters_with_422(api, seven_sessions, query):
     assert_error(api.get("/sessions", query=query), 422, "invalid_request")
 
 
+def test_it_rejects_a_search_with_a_nul_character_with_422(api, seven_sessions):
+    """PostgreSQL text cannot hold NUL: the search was a 500 there (found by the stateful fuzz test)."""
+    body = assert_error(api.get("/sessions", query={"q": "s\x001"}), 422, "invalid_field")
+
+    assert "NUL" in body["detail"]
+
+
 def test_it_rejects_a_request_without_a_valid_key_with_401(api, seven_sessions, bad_credentials):
     kwargs, code = bad_credentials
 

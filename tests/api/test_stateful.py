@@ -1,0 +1,97 @@
+"""Stateful fuzzing of the whole API (schemathesis's state machine, in-process through the WSGI application):
+chains of calls that follow the schema's OpenAPI links (create a session, append to it, patch what was
+stored, read the model input as of a message, compact, build a request, count its tokens, page through
+lists). Whatever the chain, no 5xx, and every response is one the schema declares, with the declared
+content type and shape.
+
+It makes at least 1,000 requests (CTXWEB_FUZZ_REQUESTS=10000 asks for a longer run), most of them following
+a link, and asserts it: a fuzz test that quietly stops reaching the API would pass forever."""
+
+import os
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import Bundle, initialize
+from schemathesis.generation.stateful.state_machine import StepInput
+
+from sessions.api_keys import create_api_key
+from sessions.models import Session
+from tests.api.conftest import CONVERSATION
+from tests.api.fuzzing import CHECKS, load_schema, wsgi_host  # noqa: F401 - wsgi_host is a fixture
+
+REQUESTS = int(os.environ.get("CTXWEB_FUZZ_REQUESTS", "1000"))
+STEPS = 10
+
+schema = load_schema()
+# Only the links the schema declares: schemathesis's own guesses (from parameter names) add nothing they
+# do not already cover.
+schema.config.phases.stateful.inference.algorithms = []
+# Every call carries a real key: no generated Authorization header, so no negative case spends itself on
+# leaving the key out (the stateless fuzz tests and the API tests cover missing and bad keys).
+schema.config.generation.update(with_security_parameters=False)
+APPEND = schema["/api/v1/sessions/{key}/messages"]["POST"]
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("wsgi_host")]
+
+
+class Workflow(schema.as_state_machine()):
+    """The generated state machine with an API key on every call and our checks, counting the requests it
+    makes: `calls` by kind, `initial` (a fresh call that starts a chain) or `linked` (one that follows a
+    link from an earlier response), and `applied` (a linked call that used the value the link names);
+    `responses` by operation and status."""
+
+    headers: dict = {}
+    calls: Counter = Counter()
+    responses: Counter = Counter()
+
+    def setup(self):
+        """Each scenario starts with no sessions: a scenario is a function of the data Hypothesis draws
+        only if the API answers it the same way each time (and Hypothesis checks that it does)."""
+        Session.objects.all().delete()
+
+    # The response goes to the bundle of its operation and status (schemathesis files every result by
+    # matching it to a link), so the links of a successful append are followed from it; the bundle named
+    # here is only what Hypothesis asks for.
+    @initialize(target=Bundle("conversations"))
+    def a_conversation(self):
+        """Each chain may start from a session with a conversation in it, appended through the API:
+        generated batches rarely get past the role rules (a generated `tool` message answers no call)."""
+        case = APPEND.Case(path_parameters={"key": "chat"}, body={"messages": CONVERSATION})
+        self.recorder.record_case(case=case)
+        return self.step(StepInput.initial(case))
+
+    def get_call_kwargs(self, case):
+        return {"headers": self.headers}
+
+    def validate_response(self, response, case, additional_checks=None, **kwargs):
+        case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs, recorder=self.recorder)
+
+    def step(self, input):
+        output = super().step(input)
+        self.calls["requests"] += 1
+        self.calls["initial" if input.transition is None else "linked"] += 1
+        self.calls["applied"] += input.transition is not None and input.is_applied
+        self.responses[output.case.operation.label, output.response.status_code] += 1
+        return output
+
+
+def test_chains_of_linked_calls_get_no_server_error_and_no_undeclared_response(project):
+    Workflow.headers = {"Authorization": f"Bearer {create_api_key(project, 'stateful-fuzzer')[1]}"}
+    Workflow.calls = calls = Counter()
+    Workflow.responses = responses = Counter()
+
+    # An example is a scenario of up to STEPS calls; REQUESTS // 6 of them make about 1.8 * REQUESTS requests.
+    Workflow.run(settings=settings(
+        max_examples=REQUESTS // 6, stateful_step_count=STEPS, phases=[Phase.generate],
+        deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck),
+    ))
+
+    summary = "\n".join([f"{calls[kind]:6} {kind}" for kind in ("requests", "initial", "linked", "applied")]
+                        + [f"{n:6} {label} {status}" for (label, status), n in sorted(responses.items())])
+    print(f"\nstateful fuzzing:\n{summary}")
+    assert calls["requests"] >= REQUESTS, summary
+    assert calls["linked"] >= calls["requests"] // 2, summary
+    assert calls["applied"] >= calls["linked"] // 2, summary
+    every_operation = {result.ok().label for result in schema.get_all_operations()}
+    assert {label for label, _ in responses} == every_operation, summary
