@@ -258,7 +258,7 @@ class Run:
         """8 writer processes, shared and separate sessions, automatic and requested compactions."""
         from sessions.store import update_session
 
-        writers, batches, seconds = (8, 25, 240) if self.quick else (8, 150, 900)
+        writers, batches, seconds = (8, 25, 240) if self.quick else (8, 400, 900)
         shared = ["shared-0", "shared-1"]
         # Low thresholds, so automatic compactions run often, concurrently with the appends.
         for key in shared:

@@ -211,35 +211,40 @@ def summarize(name: str, previous: str, covered: list[Message], budget: int) -> 
     return text
 
 
-def close_abandoned_runs(session: Session, actor: str) -> list[Event]:
-    """Close the runs of `session` that can no longer finish: a COMPACTION_STARTED without a terminal
-    event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds (longer than a summarizer may take),
-    was cut off by a stopped or killed server. Each gets COMPACTION_FAILED, so every run is closed
-    exactly once (SPEC §4.2). Call under the session's row lock. Usually two index-only counts."""
+def close_abandoned_runs(session: Session, actor: str) -> int:
+    """Close the runs of `session` that can no longer finish, and count those still running.
+
+    A COMPACTION_STARTED without a terminal event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds
+    (longer than a summarizer may take), was cut off by a stopped or killed server: it gets
+    COMPACTION_FAILED, so every run is closed exactly once (SPEC §4.2). Younger ones are running now.
+    Call under the session's row lock. Usually two index-only counts."""
     counts = dict(
         Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL))
         .values_list("type").annotate(n=Count("id")).values_list("type", "n")
     )
-    open_runs = counts.get(EventType.COMPACTION_STARTED, 0) - sum(counts.get(t, 0) for t in TERMINAL)
-    if open_runs <= 0:
-        return []
+    if counts.get(EventType.COMPACTION_STARTED, 0) <= sum(counts.get(t, 0) for t in TERMINAL):
+        return 0
     closed = {data.get("run") for data in Event.objects.filter(session=session, type__in=TERMINAL).values_list("data", flat=True)}
-    stale_before = timezone.now() - timedelta(seconds=settings.CTXWEB_COMPACTION_ABANDONED_AFTER)
-    abandoned = (
-        Event.objects.filter(session=session, type=EventType.COMPACTION_STARTED, created_at__lt=stale_before)
+    open_runs = (
+        Event.objects.filter(session=session, type=EventType.COMPACTION_STARTED)
         .exclude(pk__in=[pk for pk in closed if isinstance(pk, int)])
         .order_by("pk")
     )
-    events = []
-    for started in abandoned:
+    stale_before = timezone.now() - timedelta(seconds=settings.CTXWEB_COMPACTION_ABANDONED_AFTER)
+    running = abandoned = 0
+    for started in open_runs:
+        if started.created_at >= stale_before:
+            running += 1
+            continue
         data = {k: v for k, v in started.data.items() if k != "run"}
-        events.append(record(
+        record(
             session, EventType.COMPACTION_FAILED, actor, **data, run=started.pk,
             error="interrupted: the run never finished (the server stopped during it); nothing changed",
-        ))
-    if events:
-        Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + len(events))
-    return events
+        )
+        abandoned += 1
+    if abandoned:
+        Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + abandoned)
+    return running
 
 
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
@@ -280,10 +285,12 @@ def compact(
     # 1. Plan under the row lock, and record the start.
     with transaction.atomic():
         session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
-        close_abandoned_runs(session, actor)
+        running = close_abandoned_runs(session, actor)
         plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None)
         plan.tokens_before += extra_tokens
-        if trigger == AUTO and not plan.over_threshold:
+        # An automatic run waits for the one already running (another append's), whose checkpoint will
+        # bring the input down; starting a second from the same base could only fail.
+        if trigger == AUTO and (not plan.over_threshold or running):
             return Outcome("not_run", plan)
         started = _event(session, EventType.COMPACTION_STARTED, actor, trigger, plan)
         skip = None

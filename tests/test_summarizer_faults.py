@@ -256,3 +256,34 @@ def test_a_run_still_within_its_time_is_left_open(project, settings):
     types = [e.type for e in compaction_events(session)]
     assert types == [STARTED, STARTED, SKIPPED]
     assert not Event.objects.filter(session=session, type=FAILED, data__run=in_flight.pk).exists()
+
+
+@pytest.mark.django_db
+def test_an_automatic_compaction_does_not_start_while_another_runs(project, settings):
+    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+    session = history(project, "busy")
+    running = open_run(session, 5)
+    before = state(session)
+
+    outcome = compact(Session.objects.get(pk=session.pk), trigger="auto", max_tokens=100, keep_recent_tokens=50)
+
+    assert outcome.status == "not_run"
+    assert [e.pk for e in compaction_events(session)] == [running.pk]
+    assert state(session) == before
+    # A requested compaction is what someone asked for: it runs.
+    requested = compact(Session.objects.get(pk=session.pk), max_tokens=100, keep_recent_tokens=50)
+    assert requested.status == "completed"
+
+
+@pytest.mark.django_db
+def test_an_automatic_compaction_runs_once_the_other_run_is_abandoned(project, settings):
+    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+    session = history(project, "stale")
+    cut_off = open_run(session, 600)
+
+    outcome = compact(Session.objects.get(pk=session.pk), trigger="auto", max_tokens=100, keep_recent_tokens=50)
+
+    assert outcome.status == "completed"
+    types = [(e.type, e.data.get("run")) for e in compaction_events(session)]
+    assert types[:2] == [(STARTED, None), (FAILED, cut_off.pk)]
+    assert [t for t, _ in types[2:]] == [STARTED, COMPLETED]
