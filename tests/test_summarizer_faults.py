@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from sessions.api_keys import create_api_key
 from sessions.append import append_messages
+from sessions.checks import check_compaction_defaults
 from sessions.compaction import compact
 from sessions.model_input import build_model_input
 from sessions.models import Checkpoint, Event, Message, Session
@@ -287,3 +288,15 @@ def test_an_automatic_compaction_runs_once_the_other_run_is_abandoned(project, s
     types = [(e.type, e.data.get("run")) for e in compaction_events(session)]
     assert types[:2] == [(STARTED, None), (FAILED, cut_off.pk)]
     assert [t for t, _ in types[2:]] == [STARTED, COMPLETED]
+
+
+@pytest.mark.parametrize(("timeout", "abandoned_after", "errors"), [
+    (120, 180, []),
+    (0, 180, ["ctxweb.E005"]),
+    (120, 120, ["ctxweb.E006"]),
+    (120, 60, ["ctxweb.E006"]),
+])
+def test_the_summarizer_deadlines_are_checked_at_start_up(settings, timeout, abandoned_after, errors):
+    settings.CTXWEB_SUMMARIZER_TIMEOUT = timeout
+    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = abandoned_after
+    assert [e.id for e in check_compaction_defaults(None)] == errors
