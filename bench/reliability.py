@@ -133,7 +133,7 @@ class Run:
         from sessions.store import update_session
 
         writers, batches, kills = (3, 12, 4) if self.quick else (4, 60, 20)
-        progress(f"kill: {writers} writers x {batches} batches of 20-300 messages, {kills} SIGKILLs of gunicorn")
+        progress(f"kill: {writers} writers x {batches} batches of 10-300 messages, {kills} SIGKILLs of gunicorn")
         keys = [f"durable-{w}" for w in range(writers)]
         for key in keys:
             # Automatic compaction often, so kills also land between a compaction's transactions.
