@@ -217,7 +217,7 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
     A COMPACTION_STARTED without a terminal event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds
     (longer than a summarizer may take), was cut off by a stopped or killed server: it gets
     COMPACTION_FAILED, so every run is closed exactly once (SPEC §4.2). Younger ones are running now.
-    Call under the session's row lock. Usually two index-only counts."""
+    Call under the session's row lock. Usually one grouped count over an index."""
     counts = dict(
         Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL))
         .values_list("type").annotate(n=Count("id")).values_list("type", "n")
@@ -236,9 +236,8 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
         if started.created_at >= stale_before:
             running += 1
             continue
-        data = {k: v for k, v in started.data.items() if k != "run"}
         record(
-            session, EventType.COMPACTION_FAILED, actor, **data, run=started.pk,
+            session, EventType.COMPACTION_FAILED, actor, **started.data, run=started.pk,
             error="interrupted: the run never finished (the server stopped during it); nothing changed",
         )
         abandoned += 1
@@ -286,11 +285,13 @@ def compact(
     with transaction.atomic():
         session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
         running = close_abandoned_runs(session, actor)
+        if trigger == AUTO and running:
+            # An automatic run waits for the one already running (another append's), whose checkpoint
+            # will bring the input down; starting a second from the same base could only fail.
+            return Outcome("not_run")
         plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None)
         plan.tokens_before += extra_tokens
-        # An automatic run waits for the one already running (another append's), whose checkpoint will
-        # bring the input down; starting a second from the same base could only fail.
-        if trigger == AUTO and (not plan.over_threshold or running):
+        if trigger == AUTO and not plan.over_threshold:
             return Outcome("not_run", plan)
         started = _event(session, EventType.COMPACTION_STARTED, actor, trigger, plan)
         skip = None

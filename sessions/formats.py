@@ -13,10 +13,9 @@ FORMATS = ("ctxweb", "openai", "anthropic")
 # it stands (another type, a data: URL without base64, an image in an assistant message) reaches the
 # model as a text placeholder, so the request stays valid and the model still knows it was there.
 PROVIDER_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-# Characters OpenAI refuses in a message's name, and Anthropic in a tool id; its request must also open
-# with a user message.
-OPENAI_NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
-ANTHROPIC_TOOL_ID_RE = re.compile(r"[^a-zA-Z0-9_-]")
+# Characters OpenAI refuses in a message's name, and Anthropic in a tool id. An Anthropic request must
+# also open with a user message.
+NOT_NAME_CHARACTER = re.compile(r"[^a-zA-Z0-9_-]")
 ANTHROPIC_OPENING = "(The conversation begins with an assistant message.)"
 
 
@@ -92,7 +91,7 @@ def to_openai(model_input: ModelInput) -> list[dict]:
         if role == Role.TOOL:
             message["tool_call_id"] = entry.tool_call_id
         elif entry.name:
-            message["name"] = OPENAI_NAME_RE.sub("_", entry.name)[:64]
+            message["name"] = NOT_NAME_CHARACTER.sub("_", entry.name)[:64]
         out.append(message)
     return out
 
@@ -132,7 +131,7 @@ class _AnthropicToolIds:
     def calls(self, ids: list[str]) -> list[str]:
         self.open = {}
         for call_id in ids:
-            base = ANTHROPIC_TOOL_ID_RE.sub("_", call_id)
+            base = NOT_NAME_CHARACTER.sub("_", call_id)
             new, n = base, 1
             while new in self.used:
                 n += 1
@@ -142,7 +141,7 @@ class _AnthropicToolIds:
         return [self.open[call_id] for call_id in ids]
 
     def result(self, call_id: str) -> str:
-        return self.open.get(call_id) or ANTHROPIC_TOOL_ID_RE.sub("_", call_id)
+        return self.open.get(call_id) or NOT_NAME_CHARACTER.sub("_", call_id)
 
 
 def _arguments_object(arguments: str):

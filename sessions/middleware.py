@@ -39,16 +39,21 @@ class ApiRequestSizeLimit:
 
 
 class RejectNulCharacters:
-    """The dashboard refuses a NUL character in the path, the query string or a submitted form with 400
-    before any view sees it: PostgreSQL text cannot hold one, so a search or a filter with it would
-    otherwise fail inside the database. The API checks its own parameters and JSON fields (422)."""
+    """A NUL character in the path, the query string or a submitted form is refused before any view
+    sees it: PostgreSQL text cannot hold one, so a search or a filter with it would otherwise fail
+    inside the database. The API answers 422 in its error shape, the dashboard 400; JSON bodies are
+    checked field by field by the API's validation."""
+
+    DETAIL = "The request must not contain NUL characters (in its path, query or form)."
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if not request.path.startswith("/api/") and self._has_nul(request):
-            return HttpResponseBadRequest("The request contains a NUL character.", content_type="text/plain; charset=utf-8")
+        if self._has_nul(request):
+            if request.path.startswith("/api/"):
+                return JsonResponse({"detail": self.DETAIL, "code": "invalid_field"}, status=422)
+            return HttpResponseBadRequest(self.DETAIL, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 
     @staticmethod
