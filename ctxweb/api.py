@@ -14,7 +14,10 @@ from sessions import throttle
 from sessions.api import router as sessions_router
 from sessions.api_keys import AuthError, authenticate
 from sessions.errors import DomainError
-from sessions.validation import load_json_body
+from sessions.schemas import UNION_TAGS
+from sessions.validation import field_path, load_json_body, plain_message
+
+LIMIT_CODES = {"text_too_long", "json_too_deep", "image_too_large"}
 
 logger = logging.getLogger("ctxweb.api")
 
@@ -76,15 +79,22 @@ def on_too_many_auth_failures(request, exc: throttle.TooManyAuthFailures):
 
 @api.exception_handler(ValidationError)
 def on_validation_error(request, exc: ValidationError):
+    """A body, path or query value that does not fit its schema: the same plain words and limit codes
+    (text_too_long, json_too_deep) as sessions.validation gives everywhere else; invalid_request
+    otherwise."""
     errors = []
     for e in exc.errors:
-        loc = [str(part) for part in e.get("loc", ())]
+        loc = [part for part in e.get("loc", ()) if part not in UNION_TAGS]
         while loc[:1] == ["body"] and len(loc) > 1:
             loc = loc[1:]
-        errors.append({"loc": loc, "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))})
-    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
-    where = ".".join(first["loc"])
-    return error(request, 422, f"Invalid request: {where}: {first['msg']}", "invalid_request", errors=errors)
+        errors.append({"loc": [str(part) for part in loc], "msg": plain_message(e), "type": str(e.get("type", ""))})
+    if not errors:
+        return error(request, 422, "Invalid request.", "invalid_request")
+    first = exc.errors[0]
+    code = first.get("type") if first.get("type") in LIMIT_CODES else "invalid_request"
+    where = field_path(errors[0]["loc"])
+    status = 413 if code == "image_too_large" else 422
+    return error(request, status, f"Invalid request: {where} {errors[0]['msg']}", code, errors=errors)
 
 
 @api.exception_handler(AuthenticationError)

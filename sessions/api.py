@@ -9,19 +9,21 @@ from django.db.models import Q
 from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router
 from ninja.responses import Status
+from pydantic_core import PydanticCustomError
 
 from . import schemas as s
 from .append import append_messages
 from .compaction import compact, compact_if_needed
 from .errors import DomainError, NotFound
 from .exports import export_json, export_jsonl, export_markdown
-from .formats import render
+from .formats import model_input_response
 from .messages import update_message
 from .model_input import build_model_input
-from .models import Event, Session
+from .models import Session
 from .requests import build_request
+from .schemas import utc_datetime
 from .store import check_key, get_session, update_session
-from .validation import count_openai_messages, to_utc
+from .validation import count_openai_messages
 
 router = Router(tags=["sessions"])
 
@@ -78,113 +80,12 @@ def project(request):
     return request.auth.project
 
 
-# --- conversions ---------------------------------------------------------------------------------
+# --- outcomes as response objects ----------------------------------------------------------------
 
 
-def session_out(session: Session) -> dict:
-    compaction = session.compaction_settings()
-    return {
-        "key": session.key,
-        "title": session.title,
-        "metadata": session.metadata,
-        "instructions": session.instructions,
-        "instructions_tokens": session.instructions_tokens,
-        "compaction": {
-            "max_tokens": compaction.max_tokens,
-            "keep_recent_tokens": compaction.keep_recent_tokens,
-            "auto": compaction.auto,
-            "summarizer": compaction.summarizer,
-        },
-        "message_count": session.message_count,
-        "raw_tokens": session.raw_tokens,
-        "model_input_tokens": session.input_tokens,
-        "checkpoint_count": session.checkpoint_count,
-        "created_at": session.created_at,
-        "updated_at": session.updated_at,
-        "last_activity_at": session.last_activity_at,
-    }
-
-
-def checkpoint_out(checkpoint) -> dict | None:
-    if checkpoint is None:
-        return None
-    return {
-        "id": checkpoint.pk,
-        "previous_id": checkpoint.previous_id,
-        "first_seq": checkpoint.first_seq,
-        "last_seq": checkpoint.last_seq,
-        "created_at_seq": checkpoint.created_at_seq,
-        "summary": checkpoint.summary,
-        "summary_tokens": checkpoint.summary_tokens,
-        "replaced_tokens": checkpoint.replaced_tokens,
-        "tokens_before": checkpoint.tokens_before,
-        "tokens_after": checkpoint.tokens_after,
-        "summarizer": checkpoint.summarizer,
-        "trigger": checkpoint.trigger,
-        "created_at": checkpoint.created_at,
-    }
-
-
-def event_out(event: Event) -> dict:
-    return {"id": event.pk, "type": event.type, "actor": event.actor, "data": event.data, "created_at": event.created_at}
-
-
-def compaction_out(outcome) -> dict | None:
-    if outcome is None or not outcome.ran:
-        return None
-    figures = outcome.figures()
-    return {
-        **{k: v for k, v in figures.items() if k not in ("checkpoint_id", "covered_seq_range")},
-        "summary_tokens": outcome.summary_tokens,
-        "checkpoint": checkpoint_out(outcome.checkpoint),
-        "events": [event_out(e) for e in outcome.events],
-    }
-
-
-def appended_out(messages) -> list[dict]:
-    return [
-        {"index": m.index, "seq": m.seq, "id": m.client_id, "tokens": m.tokens, "stored": m.stored, "duplicate": m.duplicate}
-        for m in messages
-    ]
-
-
-def message_out(m) -> dict:
-    return {
-        "seq": m.seq,
-        "id": m.client_id,
-        "role": m.role,
-        "content": m.content,
-        "reasoning": m.reasoning,
-        "tool_calls": m.tool_calls,
-        "tool_call_id": m.tool_call_id,
-        "name": m.name,
-        "attributes": m.attributes,
-        "include_in_messages": m.include_in_messages,
-        "created_at": m.created_at,
-        "tokens": m.tokens,
-        "reasoning_tokens": m.reasoning_tokens,
-    }
-
-
-def model_input_out(model_input, fmt: str) -> dict:
-    rendered = render(model_input, fmt)
-    totals = {"instructions": 0, "summary": 0, "messages": 0, "request": 0}
-    for entry in model_input.entries:
-        totals["messages" if entry.kind == "message" else entry.kind] += entry.tokens
-    return {
-        "format": fmt,
-        "session": model_input.session.key,
-        "as_of": model_input.as_of,
-        "checkpoint": checkpoint_out(model_input.checkpoint),
-        "tokens": {"total": model_input.tokens, **totals},
-        "system": rendered.get("system") if fmt == "anthropic" else None,
-        "messages": rendered["messages"] if fmt == "anthropic" else rendered,
-        "omitted": [o.as_dict() for o in model_input.omitted],
-    }
-
-
-def dump_messages(messages: list[s.MessageIn]) -> list[dict]:
-    return [m.model_dump(mode="json", exclude_unset=True) for m in messages]
+def compaction_outcome(outcome):
+    """The outcome a response reports: a run that happened, or nothing."""
+    return outcome if outcome is not None and outcome.ran else None
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -195,13 +96,13 @@ def dump_messages(messages: list[s.MessageIn]) -> list[dict]:
 def put_session(request, key: str, body: s.SessionIn):
     data = body.model_dump(exclude_unset=True)
     session, created = update_session(project(request), key, data, actor(request))
-    return Status(201 if created else 200, session_out(session))
+    return Status(201 if created else 200, session)
 
 
 @router.get("/sessions/{key}", response={200: s.SessionOut, **ERRORS}, summary="One session with its counts",
             openapi_extra=links(200, **session_links()))
 def get_one_session(request, key: str):
-    return session_out(get_session(project(request), key))
+    return get_session(project(request), key)
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
@@ -211,8 +112,8 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         stamp, pk = datetime.fromisoformat(stamp), int(pk)
         if stamp.tzinfo is None or not 0 < pk < 2**63:
             raise invalid
-        return to_utc(stamp, None, "cursor"), pk
-    except (ValueError, UnicodeDecodeError, binascii.Error, OverflowError, DomainError):
+        return utc_datetime(stamp), pk
+    except (ValueError, UnicodeDecodeError, binascii.Error, OverflowError, DomainError, PydanticCustomError):
         raise invalid from None
 
 
@@ -237,7 +138,7 @@ def list_sessions(
         qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))
     page = list(qs.order_by("-last_activity_at", "-pk")[: limit + 1])
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
-    return {"items": [session_out(x) for x in page[:limit]], "next_cursor": next_cursor}
+    return {"items": page[:limit], "next_cursor": next_cursor}
 
 
 # --- messages ------------------------------------------------------------------------------------
@@ -248,13 +149,14 @@ def list_sessions(
               openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
 def append(request, key: str, body: s.AppendIn):
     check_key(key)
-    result = append_messages(project(request), key, dump_messages(body.messages), actor(request))
+    result = append_messages(project(request), key, body.messages, actor(request), fmt=body.format,
+                             system=body.system)
     outcome = compact_if_needed(result.session, actor(request)) if result.stored_count else None
     return {
         "session": result.session.key,
         "session_created": result.session_created,
-        "messages": appended_out(result.messages),
-        "compaction": compaction_out(outcome),
+        "messages": result.messages,
+        "compaction": compaction_outcome(outcome),
     }
 
 
@@ -265,7 +167,7 @@ def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), li
     session = get_session(project(request), key)
     page = list(session.messages.filter(seq__gt=after).order_by("seq")[:limit])
     next_after = page[-1].seq if len(page) == limit and page[-1].seq < session.message_count else None
-    return {"items": [message_out(m) for m in page], "next_after": next_after}
+    return {"items": page, "next_after": next_after}
 
 
 @router.patch("/sessions/{key}/messages/{seq}", response={200: s.MessageOut, **ERRORS},
@@ -273,7 +175,7 @@ def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), li
               openapi_extra=links(200, **session_links(), **message_links("$response.body#/seq")))
 def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
     message = update_message(project(request), key, seq, body.model_dump(exclude_unset=True), actor(request))
-    return message_out(message)
+    return message
 
 
 # --- model input, compaction, tokens, requests ---------------------------------------------------
@@ -286,7 +188,7 @@ def model_input(
     request, key: str, format: s.FormatName = "ctxweb", as_of: int | None = Query(None, ge=0, le=2_000_000_000)
 ):
     session = get_session(project(request), key)
-    return model_input_out(build_model_input(session, as_of=as_of), format)
+    return model_input_response(build_model_input(session, as_of=as_of), format)
 
 
 @router.post("/sessions/{key}/compact", response={200: s.CompactionOut, **ERRORS}, summary="Request compaction",
@@ -304,7 +206,7 @@ def request_compaction(request, key: str, body: s.CompactIn):
         summarizer=body.summarizer,
         actor=actor(request),
     )
-    return compaction_out(outcome)
+    return compaction_outcome(outcome)
 
 
 @router.post("/tokens", response={200: s.TokensOut, **ERRORS}, summary="Count tokens of an OpenAI-format message list")
@@ -320,13 +222,13 @@ def count_tokens(request, body: s.TokensIn):
 def build_next_request(request, key: str, body: s.RequestIn):
     check_key(key)
     built = build_request(
-        project(request), key, instructions=body.instructions, messages=dump_messages(body.messages),
-        fmt=body.format, actor=actor(request),
+        project(request), key, instructions=body.instructions, messages=body.messages,
+        fmt=body.format, message_format=body.message_format, actor=actor(request),
     )
     return {
-        "model_input": model_input_out(built.model_input, body.format),
-        "stored": appended_out(built.appended.messages) if built.appended else [],
-        "compaction": compaction_out(built.compaction),
+        "model_input": model_input_response(built.model_input, body.format),
+        "stored": built.appended.messages if built.appended else [],
+        "compaction": compaction_outcome(built.compaction),
         "event_id": built.event.pk,
     }
 
@@ -339,7 +241,7 @@ def build_next_request(request, key: str, body: s.RequestIn):
                                                             as_of="$response.body#/items/0/created_at_seq")))
 def list_checkpoints(request, key: str):
     session = get_session(project(request), key)
-    return {"items": [checkpoint_out(c) for c in session.checkpoints.order_by("-last_seq")]}
+    return {"items": list(session.checkpoints.order_by("-last_seq"))}
 
 
 @router.get("/sessions/{key}/events", response={200: s.EventListOut, **ERRORS},
@@ -358,7 +260,7 @@ def list_events(
     if type:
         qs = qs.filter(type__startswith=type) if type.endswith("_") else qs.filter(type=type)
     page = list(qs.order_by("pk")[:limit])
-    return {"items": [event_out(e) for e in page], "next_after": page[-1].pk if len(page) == limit else None}
+    return {"items": page, "next_after": page[-1].pk if len(page) == limit else None}
 
 
 EXPORT_RESPONSES = {

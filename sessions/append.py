@@ -3,7 +3,6 @@
 import uuid
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -11,8 +10,9 @@ from .errors import Conflict, DomainError
 from .events import record
 from .model_input import input_figures_after_append
 from .models import EventType, Message, Project, Role, Session
-from .store import get_or_create_locked
-from .validation import NewMessage, parse_message
+from .provider_messages import to_ctxweb
+from .store import get_or_create_locked, update_session
+from .validation import NewMessage, parse_messages
 
 
 @dataclass
@@ -43,15 +43,31 @@ class AppendResult:
         return sum(1 for m in self.messages if m.stored)
 
 
-def parse_batch(raw_messages) -> list[NewMessage]:
-    if not isinstance(raw_messages, list):
-        raise DomainError("messages must be a list", code="invalid_batch")
-    if not raw_messages:
-        raise DomainError("messages must hold at least one message", code="empty_batch")
-    limit = settings.CTXWEB_MAX_BATCH_MESSAGES
-    if len(raw_messages) > limit:
-        raise DomainError(f"at most {limit} messages per batch", code="batch_too_large")
-    return [parse_message(data, index) for index, data in enumerate(raw_messages)]
+@dataclass
+class Batch:
+    """A batch of messages validated whole, and the instructions its system messages set (provider
+    formats only)."""
+
+    messages: list[NewMessage]
+    instructions: str | None = None
+
+
+def parse_batch(raw_messages, fmt: str = "ctxweb", system=None) -> Batch:
+    """Validate a batch sent in `fmt` (ctxweb, openai, anthropic): nothing is stored unless every
+    message is valid. Errors name the message as the client sent it."""
+    translated = to_ctxweb(fmt, raw_messages, system)
+    try:
+        messages = parse_messages(translated.messages)
+    except DomainError as exc:
+        index = exc.extra.get("index")
+        if fmt == "ctxweb" or index is None:
+            raise
+        sent = translated.origin[index]
+        exc.extra["index"] = sent
+        exc.detail = exc.detail.replace(f"messages[{index}]", f"messages[{sent}]", 1)
+        exc.args = (exc.detail,)
+        raise
+    return Batch(messages, translated.instructions)
 
 
 def new_client_id() -> str:
@@ -59,14 +75,18 @@ def new_client_id() -> str:
 
 
 def append_messages(
-    project: Project, key: str, raw_messages, actor: str = "system", *, parsed: list[NewMessage] | None = None
+    project: Project, key: str, raw_messages, actor: str = "system", *, parsed: Batch | None = None,
+    fmt: str = "ctxweb", system=None,
 ) -> AppendResult:
     """Validate and store a batch. Nothing is stored unless every message is valid."""
-    batch = parsed if parsed is not None else parse_batch(raw_messages)
+    batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
     with transaction.atomic():
-        session, created = get_or_create_locked(project, key, actor)
+        if batch.instructions is not None:
+            session, created = update_session(project, key, {"instructions": batch.instructions}, actor)
+        else:
+            session, created = get_or_create_locked(project, key, actor)
         result = AppendResult(session, created)
-        _store(session, batch, result, actor)
+        _store(session, batch.messages, result, actor)
     return result
 
 

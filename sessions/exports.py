@@ -5,6 +5,7 @@ import json
 from collections.abc import Iterator
 
 from .models import Checkpoint, Message, Session
+from .schemas import CheckpointRecord, MessageRecord
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
@@ -12,34 +13,13 @@ BATCH = 1000
 
 
 def message_record(message: Message) -> dict:
-    """A stored message in the shape the append endpoint takes, so it re-imports unchanged."""
-    record = {"id": message.client_id, "role": message.role, "content": message.content}
-    if message.reasoning:
-        record["reasoning"] = message.reasoning
-    if message.tool_calls:
-        record["tool_calls"] = message.tool_calls
-    if message.tool_call_id:
-        record["tool_call_id"] = message.tool_call_id
-    if message.name:
-        record["name"] = message.name
-    if message.attributes:
-        record["attributes"] = message.attributes
-    if not message.include_in_messages:
-        record["include_in_messages"] = False
-    record["created_at"] = message.created_at.isoformat()
-    return record
+    """A stored message in the shape the append endpoint takes, so it re-imports unchanged: the
+    fields that hold something, and always its content and time."""
+    return MessageRecord.model_validate(message).model_dump(mode="json", exclude_defaults=True)
 
 
 def checkpoint_record(checkpoint: Checkpoint) -> dict:
-    return {
-        "first_seq": checkpoint.first_seq,
-        "last_seq": checkpoint.last_seq,
-        "created_at_seq": checkpoint.created_at_seq,
-        "summary": checkpoint.summary,
-        "summarizer": checkpoint.summarizer,
-        "trigger": checkpoint.trigger,
-        "created_at": checkpoint.created_at.isoformat(),
-    }
+    return CheckpointRecord.model_validate(checkpoint).model_dump(mode="json")
 
 
 def session_record(session: Session) -> dict:

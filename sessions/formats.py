@@ -201,3 +201,21 @@ def render(model_input: ModelInput, fmt: str):
     if fmt == "anthropic":
         return to_anthropic(model_input)
     return to_ctxweb(model_input)
+
+
+def model_input_response(model_input: ModelInput, fmt: str) -> dict:
+    """The model input in `fmt` with its figures, in the shape of schemas.ModelInputOut."""
+    rendered = render(model_input, fmt)
+    totals = {"instructions": 0, "summary": 0, "messages": 0, "request": 0}
+    for entry in model_input.entries:
+        totals["messages" if entry.kind == "message" else entry.kind] += entry.tokens
+    return {
+        "format": fmt,
+        "session": model_input.session.key,
+        "as_of": model_input.as_of,
+        "checkpoint": model_input.checkpoint,
+        "tokens": {"total": model_input.tokens, **totals},
+        "system": rendered.get("system") if fmt == "anthropic" else None,
+        "messages": rendered["messages"] if fmt == "anthropic" else rendered,
+        "omitted": model_input.omitted,
+    }

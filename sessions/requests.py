@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from .append import AppendResult, append_messages, parse_batch
+from .append import AppendResult, Batch, append_messages, parse_batch
 from .compaction import Outcome, compact_if_needed
 from .events import record
 from .model_input import ModelInput, build_model_input
@@ -23,8 +23,12 @@ class BuiltRequest:
 
 
 def build_request(project: Project, key: str, *, instructions=None, messages=None, fmt: str = "openai",
-                  actor: str = "system") -> BuiltRequest:
-    batch = parse_batch(messages) if messages else []
+                  message_format: str = "ctxweb", actor: str = "system") -> BuiltRequest:
+    """`messages` are in `message_format`; the model input is returned in `fmt`."""
+    parsed = parse_batch(messages, message_format) if messages else Batch([])
+    if instructions is None:
+        instructions = parsed.instructions
+    batch = parsed.messages
     appended = None
     with transaction.atomic():  # instructions and stored messages change together or not at all
         if instructions is not None:
@@ -32,7 +36,7 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
         else:
             session, _ = get_or_create_locked(project, key, actor)
         if any(m.persist for m in batch):
-            appended = append_messages(project, key, None, actor, parsed=batch)
+            appended = append_messages(project, key, None, actor, parsed=Batch(batch))
             session = appended.session
     unpersisted = [m for m in batch if not m.persist]
     extra_tokens = sum(m.tokens for m in unpersisted)

@@ -1,14 +1,121 @@
-"""Request and response schemas of the HTTP API v1 (SPEC §5), with their fields listed explicitly."""
+"""Every wire shape of the HTTP API v1, declared once: request bodies (pydantic models that own types,
+lengths and shapes, also used by the importers, the dashboard and the commands through
+sessions.validation) and responses (ninja Schemas filled from model objects, reused by the exports)."""
 
+import base64
+import binascii
+import math
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from ninja import Field
-from pydantic import BaseModel, ConfigDict, StrictBool
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+from ninja import Field, Schema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    Tag,
+    field_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
 FormatName = Literal["ctxweb", "openai", "anthropic"]
+# The shapes messages may be sent in: ours, or a provider's own (sessions.provider_messages).
+MessageFormatName = Literal["ctxweb", "openai", "anthropic"]
 SummarizerName = Literal["extractive", "openai"]
+MAX_ID_LENGTH = 200
+MAX_DIMENSION = 100_000
+DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[\w.+-]+)*)(;base64)?,", re.IGNORECASE)
+# Names of the branches of unions below. They show up in pydantic's error locations, where
+# sessions.validation drops them so a client reads field names only.
+UNION_TAGS = {"<string>", "<parts>", "<object>", "<text part>", "<image part>", "<image_url part>"}
+
+
+# --- field types with the storage rules of every text and JSON value a client sends -------------
+
+
+def storable(value: str) -> str:
+    """Strings the databases can store: no NUL characters, no lone surrogates."""
+    if "\x00" in value:
+        raise PydanticCustomError("not_storable", "must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("not_storable", "is not valid Unicode text") from None
+    return value
+
+
+def bounded_text(value: str) -> str:
+    """At most CTXWEB_MAX_TEXT_CHARS characters, and storable."""
+    limit = settings.CTXWEB_MAX_TEXT_CHARS
+    if len(value) > limit:
+        raise PydanticCustomError("text_too_long", "is longer than {limit} characters", {"limit": limit})
+    return storable(value)
+
+
+def free_json(value, level: int = 1):
+    """Free-form JSON (attributes, metadata, tool call arguments) every database can store as it is,
+    nested at most CTXWEB_MAX_JSON_DEPTH levels (an object or list at the top is level 1)."""
+    if isinstance(value, str):
+        bounded_text(value)
+    elif isinstance(value, dict | list):
+        limit = settings.CTXWEB_MAX_JSON_DEPTH
+        if level > limit:
+            raise PydanticCustomError("json_too_deep", "is nested more than {limit} levels deep", {"limit": limit})
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    raise PydanticCustomError("invalid_field", "keys must be strings")
+                bounded_text(key)
+        for item in value.values() if isinstance(value, dict) else value:
+            free_json(item, level + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("invalid_field", "must not contain NaN or infinity")
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise PydanticCustomError("invalid_field", "must be JSON")
+    return value
+
+
+def utc_datetime(value):
+    """An ISO 8601 date-time string as an aware UTC datetime every database can store."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = parse_datetime(value)
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            raise PydanticCustomError("invalid_field", "must be an ISO 8601 date-time string")
+    else:
+        raise PydanticCustomError("invalid_field", "must be an ISO 8601 date-time string")
+    from datetime import UTC
+
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        parsed = parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise PydanticCustomError("invalid_field", "is out of range") from None
+    if not 1 <= parsed.year <= 9998:
+        raise PydanticCustomError("invalid_field", "is out of range")
+    return parsed
+
+
+Text = Annotated[StrictStr, AfterValidator(bounded_text)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(free_json)]
+Identifier = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(bounded_text)]
+ShortText = Annotated[StrictStr, Field(max_length=MAX_ID_LENGTH), AfterValidator(bounded_text)]
+UtcDateTime = Annotated[datetime, BeforeValidator(utc_datetime)]
 
 
 class Strict(BaseModel):
@@ -27,31 +134,222 @@ class ErrorOut(BaseModel):
     errors: list[dict] | None = Field(None, description="field errors of an invalid request body")
 
 
-# --- sessions ------------------------------------------------------------------------------------
+# --- messages in -----------------------------------------------------------------------------------
+
+
+def image_url(url: str) -> str:
+    storable(url)  # bounded below, not as text
+    if url.startswith(("http://", "https://")):
+        if len(url) > 8192:
+            raise PydanticCustomError("invalid_content", "is too long")
+        return url
+    if url[:5].lower() != "data:":
+        raise PydanticCustomError("invalid_content", "must be an http(s) or data: URL")
+    match = DATA_URL_RE.match(url)
+    if not match:
+        raise PydanticCustomError("invalid_content", "is a malformed data: URL")
+    if not (match.group(1) or "").lower().startswith("image/"):
+        raise PydanticCustomError("invalid_content", "must have an image/* media type")
+    payload = url[match.end():]
+    size = len(payload) * 3 // 4 if match.group(3) else len(payload)
+    limit = settings.CTXWEB_MAX_IMAGE_BYTES
+    if size > limit:
+        raise PydanticCustomError("image_too_large", "is an image larger than {limit} bytes", {"limit": limit})
+    if match.group(3):
+        try:
+            base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            raise PydanticCustomError("invalid_content", "is not valid base64") from None
+    return url
+
+
+ImageUrl = Annotated[StrictStr, Field(min_length=1), AfterValidator(image_url)]
+Dimension = Annotated[StrictInt, Field(ge=1, le=MAX_DIMENSION)]
+Detail = Literal["low", "high", "auto"]
+
+
+class TextPart(Strict):
+    type: Literal["text"]
+    text: Text
+
+
+class ImagePart(Strict):
+    type: Literal["image"]
+    url: ImageUrl = Field(description="http(s) URL or data: URL")
+    media_type: ShortText | None = None
+    width: Dimension | None = None
+    height: Dimension | None = None
+    detail: Detail | None = None
+
+
+class ImageRef(Strict):
+    url: ImageUrl
+    detail: Detail | None = None
+
+
+class ImageUrlPart(Strict):
+    """OpenAI's image part, accepted and stored as ours."""
+
+    type: Literal["image_url"]
+    image_url: ImageRef | ImageUrl
+
+    def as_image(self) -> ImagePart:
+        ref = self.image_url
+        if isinstance(ref, str):
+            return ImagePart(type="image", url=ref)
+        return ImagePart(type="image", url=ref.url, detail=ref.detail)
+
+
+def _part_kind(value) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return f"<{kind} part>" if kind in ("text", "image", "image_url") else None
+
+
+Part = Annotated[
+    Annotated[TextPart, Tag("<text part>")] | Annotated[ImagePart, Tag("<image part>")]
+    | Annotated[ImageUrlPart, Tag("<image_url part>")],
+    Discriminator(_part_kind, custom_error_type="invalid_content",
+                  custom_error_message="must be a part of type text or image"),
+]
+
+
+def _content_kind(value) -> str | None:
+    if isinstance(value, str):
+        return "<string>"
+    return "<parts>" if isinstance(value, list) else None
+
+
+Content = Annotated[
+    Annotated[Text, Tag("<string>")] | Annotated[list[Part], Tag("<parts>")],
+    Discriminator(_content_kind, custom_error_type="invalid_content",
+                  custom_error_message="must be a string or a list of parts"),
+]
+
+
+def _arguments_kind(value) -> str | None:
+    if isinstance(value, str):
+        return "<string>"
+    return "<object>" if isinstance(value, dict | list) else None
+
+
+Arguments = Annotated[
+    Annotated[Text, Tag("<string>")] | Annotated[Any, AfterValidator(free_json), Tag("<object>")],
+    Discriminator(_arguments_kind, custom_error_type="invalid_tool_calls",
+                  custom_error_message="must be a string or a JSON object"),
+]
+
+
+class ToolCallIn(Strict):
+    """A tool call as ctxweb stores it, or in OpenAI's shape ({"id", "type": "function", "function":
+    {"name", "arguments"}}), which is accepted and stored as ours."""
+
+    id: Identifier
+    name: Annotated[Identifier, Field(max_length=200)]
+    arguments: Arguments | None = Field("", description="the raw string the model produced, or a JSON object")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_shape(cls, data):
+        if isinstance(data, dict) and "function" in data:
+            function = data["function"]
+            if not isinstance(function, dict) or set(data) - {"id", "type", "function", "index"}:
+                raise PydanticCustomError("invalid_tool_calls", "a tool call's function must be an object")
+            if data.get("type", "function") != "function":
+                raise PydanticCustomError("invalid_tool_calls", "only function tool calls are supported")
+            return {"id": data.get("id"), "name": function.get("name"), "arguments": function.get("arguments", "")}
+        if isinstance(data, dict) and data.get("type") not in (None, "function"):
+            raise PydanticCustomError("invalid_tool_calls", "only function tool calls are supported")
+        if isinstance(data, dict) and "type" in data:
+            return {k: v for k, v in data.items() if k != "type"}
+        return data
+
+
+class MessageIn(Strict):
+    """A message as a client sends it in the ctxweb format. Which role may carry which field is a rule
+    of the domain (sessions.validation), not of the shape."""
+
+    role: RoleName
+    content: Content | None = None
+    reasoning: Text | None = Field(None, description="assistant only")
+    tool_calls: list[ToolCallIn] | None = Field(None, description="assistant only")
+    tool_call_id: ShortText | None = Field(None, description="tool only, required there")
+    name: ShortText | None = None
+    attributes: JsonObject | None = Field(None, description="application data, never sent to the model")
+    include_in_messages: StrictBool = True
+    persist: StrictBool = Field(True, description="false: do not store (requests only)")
+    id: Identifier | None = Field(None, description="client id, unique in the session")
+    created_at: UtcDateTime | None = Field(None, description="when importing history; server time otherwise")
+
+
+MessagesIn = Annotated[
+    list[dict[str, Any]],
+    Field(min_length=1, description="ctxweb format: MessageIn objects; openai and anthropic: the "
+                                    "provider's own message objects"),
+]
+
+
+class AppendIn(Strict):
+    format: MessageFormatName = Field("ctxweb", description="the shape of `messages`")
+    system: str | list[dict[str, Any]] | None = Field(
+        None, description="anthropic format: the system prompt, which becomes the session's instructions"
+    )
+    messages: MessagesIn
+
+
+class MessagePatchIn(Strict):
+    include_in_messages: StrictBool | None = None
+    attributes: JsonObject | None = None
+
+
+# --- sessions in ---------------------------------------------------------------------------------
+
+Threshold = Annotated[StrictInt, Field(ge=1, le=100_000_000)]
 
 
 class CompactionSettingsIn(Strict):
-    max_tokens: int | None = Field(None, ge=1, le=100_000_000, description="compact when the model input is over this")
-    keep_recent_tokens: int | None = Field(None, ge=1, le=100_000_000, description="recent turns kept whole")
+    max_tokens: Threshold | None = Field(None, description="compact when the model input is over this")
+    keep_recent_tokens: Threshold | None = Field(None, description="recent turns kept whole")
     auto: StrictBool | None = Field(None, description="compact automatically after appends and request builds")
     summarizer: SummarizerName | None = None
 
 
 class SessionIn(Strict):
-    title: str | None = Field(None, max_length=300)
-    metadata: dict[str, Any] | None = None
-    instructions: str | None = Field(None, description="the current system prompt, rebuilt for every request")
+    title: Annotated[Text, Field(max_length=300)] | None = None
+    metadata: JsonObject | None = None
+    instructions: Text | None = Field(None, description="the current system prompt, rebuilt for every request")
     compaction: CompactionSettingsIn | None = None
 
 
-class CompactionSettingsOut(BaseModel):
+class CompactIn(Strict):
+    max_tokens: Annotated[StrictInt, Field(ge=0, le=100_000_000)] | None = None
+    keep_recent_tokens: Annotated[StrictInt, Field(ge=0, le=100_000_000)] | None = None
+    force: StrictBool = False
+    summary: Text | None = Field(None, description="use this summary text instead of a summarizer")
+    summarizer: SummarizerName | None = None
+
+
+class TokensIn(BaseModel):
+    messages: list[dict[str, Any]] = Field(min_length=1, description="OpenAI Chat Completions messages")
+
+
+class RequestIn(Strict):
+    instructions: Text | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    format: FormatName = Field("openai", description="the format of the returned model input")
+    message_format: MessageFormatName = Field("ctxweb", description="the shape of `messages`")
+
+
+# --- responses: filled from model objects ---------------------------------------------------------
+
+
+class CompactionSettingsOut(Schema):
     max_tokens: int
     keep_recent_tokens: int
     auto: bool
     summarizer: str
 
 
-class SessionOut(BaseModel):
+class SessionOut(Schema):
     key: str
     title: str
     metadata: dict[str, Any]
@@ -60,66 +358,61 @@ class SessionOut(BaseModel):
     compaction: CompactionSettingsOut
     message_count: int
     raw_tokens: int = Field(description="tokens of every stored message")
-    model_input_tokens: int = Field(description="tokens of the model input as built now")
+    model_input_tokens: int = Field(alias="input_tokens", description="tokens of the model input as built now")
     checkpoint_count: int
     created_at: datetime
     updated_at: datetime
     last_activity_at: datetime
 
+    @staticmethod
+    def resolve_compaction(session) -> CompactionSettingsOut:
+        return CompactionSettingsOut.model_validate(session.compaction_settings(), from_attributes=True)
 
-class SessionListOut(BaseModel):
+
+class SessionListOut(Schema):
     items: list[SessionOut]
     next_cursor: str | None = Field(None, description="pass as cursor to get the next page")
 
 
-# --- messages ------------------------------------------------------------------------------------
-
-
-class TextPart(Strict):
-    type: Literal["text"]
-    text: str
-
-
-class ImagePart(Strict):
-    type: Literal["image"]
-    url: str = Field(description="http(s) URL or data: URL")
-    media_type: str | None = Field(None, max_length=100)
-    width: int | None = Field(None, ge=1, le=100_000)
-    height: int | None = Field(None, ge=1, le=100_000)
-    detail: Literal["low", "high", "auto"] | None = None
-
-
-class ToolCallIn(Strict):
-    id: str = Field(min_length=1, max_length=200)
-    name: str = Field(min_length=1, max_length=200)
-    arguments: str | dict[str, Any] = Field("", description="the raw string the model produced, or a JSON object")
-
-
-class ToolCallOut(BaseModel):
+class ToolCallOut(Schema):
     id: str
     name: str
     arguments: str
 
 
-class MessageIn(Strict):
+class MessageRecord(Schema):
+    """A stored message in the shape the append endpoint takes (exports use it, so they re-import as
+    they are)."""
+
+    id: str = Field(alias="client_id", description="the client's id, or one the server made")
     role: RoleName
-    content: str | list[TextPart | ImagePart] | None = None
-    reasoning: str | None = Field(None, description="assistant only")
-    tool_calls: list[ToolCallIn] | None = Field(None, description="assistant only")
-    tool_call_id: str | None = Field(None, max_length=200, description="tool only, required there")
-    name: str | None = Field(None, max_length=200)
-    attributes: dict[str, Any] | None = Field(None, description="application data, never sent to the model")
-    include_in_messages: StrictBool = True
-    persist: StrictBool = Field(True, description="false: do not store (requests only)")
-    id: str | None = Field(None, min_length=1, max_length=200, description="client id, unique in the session")
-    created_at: datetime | None = Field(None, description="when importing history; server time otherwise")
+    content: str | list[dict[str, Any]]
+    reasoning: str = ""
+    tool_calls: list[ToolCallOut] = Field(default_factory=list)
+    tool_call_id: str = ""
+    name: str = ""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    include_in_messages: bool = True
+    created_at: datetime
 
 
-class AppendIn(Strict):
-    messages: list[MessageIn] = Field(min_length=1)
+    @field_serializer("created_at", when_used="json")
+    def _iso(self, value: datetime) -> str:
+        return value.isoformat()  # exports keep Python's form (+00:00), as they always did
 
 
-class CheckpointOut(BaseModel):
+class MessageOut(MessageRecord):
+    seq: int
+    tokens: int
+    reasoning_tokens: int
+
+
+class MessagePageOut(Schema):
+    items: list[MessageOut]
+    next_after: int | None = Field(None, description="pass as after to get the next page")
+
+
+class CheckpointOut(Schema):
     id: int
     previous_id: int | None
     first_seq: int
@@ -135,7 +428,27 @@ class CheckpointOut(BaseModel):
     created_at: datetime
 
 
-class EventOut(BaseModel):
+class CheckpointRecord(Schema):
+    """A checkpoint in an export: where it sits in the raw log, and its summary."""
+
+    first_seq: int
+    last_seq: int
+    created_at_seq: int
+    summary: str
+    summarizer: str
+    trigger: str
+    created_at: datetime
+
+    @field_serializer("created_at", when_used="json")
+    def _iso(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+class CheckpointListOut(Schema):
+    items: list[CheckpointOut]
+
+
+class EventOut(Schema):
     id: int
     type: str
     actor: str
@@ -143,7 +456,14 @@ class EventOut(BaseModel):
     created_at: datetime
 
 
-class CompactionOut(BaseModel):
+class EventListOut(Schema):
+    items: list[EventOut]
+    next_after: int | None = None
+
+
+class CompactionOut(Schema):
+    """The outcome of a compaction run (sessions.compaction.Outcome)."""
+
     status: Literal["completed", "skipped", "failed"]
     reason: str | None = None
     error: str | None = None
@@ -157,61 +477,70 @@ class CompactionOut(BaseModel):
     checkpoint: CheckpointOut | None = None
     events: list[EventOut]
 
+    @staticmethod
+    def resolve_reason(outcome) -> str | None:
+        return outcome.reason or None
 
-class AppendedOut(BaseModel):
+    @staticmethod
+    def resolve_error(outcome) -> str | None:
+        return outcome.error or None
+
+    @staticmethod
+    def resolve_max_tokens(outcome) -> int:
+        return outcome.plan.settings.max_tokens
+
+    @staticmethod
+    def resolve_keep_recent_tokens(outcome) -> int:
+        return outcome.plan.settings.keep_recent_tokens
+
+    @staticmethod
+    def resolve_tokens_before(outcome) -> int:
+        return outcome.plan.tokens_before
+
+    @staticmethod
+    def resolve_tokens_after(outcome) -> int | None:
+        return outcome.tokens_after if outcome.checkpoint is not None else None
+
+    @staticmethod
+    def resolve_replaced_tokens(outcome) -> int | None:
+        return outcome.checkpoint.replaced_tokens if outcome.checkpoint is not None else None
+
+    @staticmethod
+    def resolve_still_over_threshold(outcome) -> bool | None:
+        if outcome.checkpoint is None:
+            return None
+        return outcome.tokens_after > outcome.plan.settings.max_tokens
+
+
+class AppendedOut(Schema):
     index: int
     seq: int | None
-    id: str
+    id: str = Field(alias="client_id")
     tokens: int
     stored: bool
     duplicate: bool
 
 
-class AppendOut(BaseModel):
+class AppendOut(Schema):
     session: str
     session_created: bool
     messages: list[AppendedOut]
     compaction: CompactionOut | None = Field(None, description="automatic compaction run after the append")
 
 
-class MessageOut(BaseModel):
-    seq: int
-    id: str
-    role: str
-    content: str | list[dict[str, Any]]
-    reasoning: str
-    tool_calls: list[ToolCallOut]
-    tool_call_id: str
-    name: str
-    attributes: dict[str, Any]
-    include_in_messages: bool
-    created_at: datetime
-    tokens: int
-    reasoning_tokens: int
-
-
-class MessagePageOut(BaseModel):
-    items: list[MessageOut]
-    next_after: int | None = Field(None, description="pass as after to get the next page")
-
-
-class MessagePatchIn(Strict):
-    include_in_messages: StrictBool | None = None
-    attributes: dict[str, Any] | None = None
-
-
-# --- model input ---------------------------------------------------------------------------------
-
-
-class OmittedOut(BaseModel):
+class OmittedOut(Schema):
     seq: int | None
     reason: str
     tool_call_id: str | None = None
     request_index: int | None = None
     whole_message: bool
 
+    @staticmethod
+    def resolve_tool_call_id(omission) -> str | None:
+        return omission.tool_call_id or None
 
-class TokenTotalsOut(BaseModel):
+
+class TokenTotalsOut(Schema):
     total: int = Field(description="everything, with the reply priming")
     instructions: int
     summary: int
@@ -219,7 +548,7 @@ class TokenTotalsOut(BaseModel):
     request: int = Field(description="the request's unpersisted messages")
 
 
-class ModelInputOut(BaseModel):
+class ModelInputOut(Schema):
     format: FormatName
     session: str
     as_of: int | None
@@ -230,40 +559,13 @@ class ModelInputOut(BaseModel):
     omitted: list[OmittedOut]
 
 
-class CompactIn(Strict):
-    max_tokens: int | None = Field(None, ge=0, le=100_000_000)
-    keep_recent_tokens: int | None = Field(None, ge=0, le=100_000_000)
-    force: StrictBool = False
-    summary: str | None = Field(None, description="use this summary text instead of a summarizer")
-    summarizer: SummarizerName | None = None
-
-
-class TokensIn(BaseModel):
-    messages: list[dict[str, Any]] = Field(min_length=1, description="OpenAI Chat Completions messages")
-
-
-class TokensOut(BaseModel):
+class TokensOut(Schema):
     total: int
     messages: list[int]
 
 
-class RequestIn(Strict):
-    instructions: str | None = None
-    messages: list[MessageIn] = Field(default_factory=list)
-    format: FormatName = "openai"
-
-
-class RequestOut(BaseModel):
+class RequestOut(Schema):
     model_input: ModelInputOut
     stored: list[AppendedOut]
     compaction: CompactionOut | None = None
     event_id: int
-
-
-class CheckpointListOut(BaseModel):
-    items: list[CheckpointOut]
-
-
-class EventListOut(BaseModel):
-    items: list[EventOut]
-    next_after: int | None = None

@@ -9,9 +9,9 @@ from .errors import DomainError, NotFound
 from .events import record
 from .model_input import refresh_input_tokens
 from .models import SESSION_KEY_RE, EventType, Project, Role, Session
-from .summarizers import SUMMARIZERS
+from .schemas import SessionIn
 from .tokens import REPLY_PRIMING, count_message
-from .validation import check_json, check_text
+from .validation import validated
 
 _KEY = re.compile(SESSION_KEY_RE)
 
@@ -52,55 +52,15 @@ def get_or_create_locked(project: Project, key: str, actor: str) -> tuple[Sessio
     return get_session(project, key, for_update=True), True
 
 
-def _positive_int(value, name):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 100_000_000:
-        raise DomainError(f"{name} must be a whole number between 1 and 100000000", code="invalid_settings")
-    return value
-
-
 def clean_session_fields(data: dict) -> dict:
-    """Validate the fields a client may set on a session; returns model field -> value."""
-    fields = {}
-    if "title" in data and data["title"] is not None:
-        title = data["title"]
-        if not isinstance(title, str) or len(title) > 300:
-            raise DomainError("title must be a string of at most 300 characters", code="invalid_field")
-        check_text(title, None, "title")
-        fields["title"] = title
-    if "metadata" in data and data["metadata"] is not None:
-        if not isinstance(data["metadata"], dict):
-            raise DomainError("metadata must be an object", code="invalid_field")
-        check_json(data["metadata"], None, "metadata")
-        fields["metadata"] = data["metadata"]
-    if "instructions" in data and data["instructions"] is not None:
-        if not isinstance(data["instructions"], str):
-            raise DomainError("instructions must be a string", code="invalid_field")
-        check_text(data["instructions"], None, "instructions")
-        fields["instructions"] = data["instructions"]
-    compaction = data.get("compaction")
-    if compaction is not None:
-        if not isinstance(compaction, dict):
-            raise DomainError("compaction must be an object", code="invalid_settings")
-        unknown = set(compaction) - {"max_tokens", "keep_recent_tokens", "auto", "summarizer"}
-        if unknown:
-            raise DomainError(f"unknown compaction setting(s): {', '.join(sorted(unknown))}", code="invalid_settings")
-        if "max_tokens" in compaction:
-            fields["max_tokens"] = _positive_int(compaction["max_tokens"], "max_tokens")
-        if "keep_recent_tokens" in compaction:
-            fields["keep_recent_tokens"] = _positive_int(compaction["keep_recent_tokens"], "keep_recent_tokens")
-        if "auto" in compaction:
-            if compaction["auto"] is not None and not isinstance(compaction["auto"], bool):
-                raise DomainError("auto must be true, false or null", code="invalid_settings")
-            fields["auto_compact"] = compaction["auto"]
-        if "summarizer" in compaction:
-            name = compaction["summarizer"] or ""
-            if name and name not in SUMMARIZERS:
-                raise DomainError(
-                    f"summarizer must be one of {', '.join(SUMMARIZERS)}", code="invalid_settings"
-                )
-            fields["summarizer"] = name
+    """Validate the fields a client may set on a session (the schema SessionIn); returns model field ->
+    value for the fields given."""
+    given = {name: value for name, value in data.items() if value is not None}
+    fields = validated(SessionIn, given).model_dump(exclude_unset=True)
+    compaction = fields.pop("compaction", None) or {}
+    renamed = {"auto": "auto_compact"}
+    for name, value in compaction.items():
+        fields[renamed.get(name, name)] = "" if name == "summarizer" and value is None else value
     return fields
 
 

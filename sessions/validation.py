@@ -1,28 +1,26 @@
-"""Shape rules for messages a client sends (SPEC §1, §5.3), before anything touches the database."""
+"""The one validation path of messages and other client values (SPEC §1, §5.3): the pydantic
+schemas of sessions.schemas own types, lengths and shapes; this module turns their errors into plain
+words with the API's error codes, and keeps the semantic rules (which role may carry which field)
+before anything touches the database. The API, the importers, the dashboard and the management
+commands all validate here."""
 
-import base64
-import binascii
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import cache
 
 from django.conf import settings
-from django.utils.dateparse import parse_datetime
+from pydantic import TypeAdapter
+from pydantic import ValidationError as SchemaError
 
+from . import schemas
 from .errors import DomainError, TooLarge
 from .models import Role
 from .tokens import REPLY_PRIMING, count_message
 
-MESSAGE_FIELDS = {
-    "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "attributes",
-    "include_in_messages", "persist", "id", "created_at",
-}
-ROLES = set(Role.values)
-MAX_ID_LENGTH = 200
-DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[\w.+-]+)*)(;base64)?,", re.IGNORECASE)
+MESSAGE_FIELDS = set(schemas.MessageIn.model_fields)
 
 
 @dataclass
@@ -57,61 +55,110 @@ class NewMessage:
         return bool(self.text.strip()) or (isinstance(self.content, list) and len(self.content) > 0)
 
 
+
 def fail(index: int | None, detail: str, code: str) -> DomainError:
     where = f"messages[{index}]: " if index is not None else ""
     extra = {"index": index} if index is not None else {}
     return DomainError(where + detail, code=code, **extra)
 
 
-def _check_str(value, index, name, *, max_length=None, allow_empty=True, code="invalid_field") -> str:
-    if not isinstance(value, str):
-        raise fail(index, f"{name} must be a string", code)
-    if not allow_empty and not value:
-        raise fail(index, f"{name} must not be empty", code)
-    if max_length is not None and len(value) > max_length:
-        raise fail(index, f"{name} is longer than {max_length} characters", code)
-    check_text(value, index, name, code)
-    return value
+# --- schema errors in plain words ----------------------------------------------------------------
+
+# Error types raised by the schemas' own validators that are the API's codes as they are.
+OWN_CODES = {"text_too_long", "json_too_deep", "image_too_large", "invalid_content", "invalid_tool_calls",
+             "invalid_field"}
+FIELD_CODES = {"role": "invalid_role", "content": "invalid_content", "tool_calls": "invalid_tool_calls"}
 
 
-def check_text(value: str, index, name, code="invalid_field"):
-    """Text a client sends: at most CTXWEB_MAX_TEXT_CHARS characters, and storable."""
-    limit = settings.CTXWEB_MAX_TEXT_CHARS
-    if len(value) > limit:
-        raise fail(index, f"{name} is longer than {limit} characters", "text_too_long")
-    check_storable(value, index, name, code)
+def field_path(loc) -> str:
+    """A pydantic location as a client reads it: `content[1].url`, without union branch names."""
+    path = ""
+    for part in loc:
+        if part in schemas.UNION_TAGS:
+            continue
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
 
 
-def check_storable(value: str, index, name, code="invalid_field"):
-    """Strings the databases can store: no NUL characters, no lone surrogates."""
-    if "\x00" in value:
-        raise fail(index, f"{name} must not contain NUL characters", code)
+def plain_message(error: dict) -> str:
+    kind = error["type"]
+    if kind == "union_tag_invalid":
+        return "has an unknown type"
+    if kind == "literal_error":
+        return f"must be {error['ctx']['expected']}"
+    message = error["msg"]
+    if kind not in OWN_CODES and kind != "not_storable":
+        message = message[:1].lower() + message[1:]  # pydantic's own sentences, as a clause
+    return message
+
+
+def error_code(error: dict, field: str) -> str:
+    kind = error["type"]
+    if kind in OWN_CODES:
+        return kind
+    if kind == "extra_forbidden" and "." not in field and "[" not in field:
+        return "unknown_field"
+    return FIELD_CODES.get(field.split(".")[0].split("[")[0], "invalid_field")
+
+
+def schema_error(exc: SchemaError, *, batch: bool = False, name: str = "") -> DomainError:
+    """The first error of a schema, as the DomainError a client gets: the field named in plain words,
+    the API's code (413 for an image over the limit)."""
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    loc = list(error["loc"])
+    index = loc.pop(0) if batch and loc and isinstance(loc[0], int) else None
+    if error["type"] == "extra_forbidden" and len(loc) == 1:
+        unknown = sorted({str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden"
+                          and len(e["loc"]) == len(error["loc"]) and e["loc"][:-1] == error["loc"][:-1]})
+        if batch:
+            detail = f"unknown field(s) {', '.join(unknown)}; application data belongs in attributes"
+            return fail(index, detail, "unknown_field")
+        return DomainError(f"unknown field(s) {', '.join(unknown)}", code="invalid_field")
+    if batch and not loc and error["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        return fail(index, "a message must be an object", "invalid_message")
+    path = ".".join(filter(None, (name, field_path(loc))))
+    code = error_code(error, field_path(loc))
+    detail = f"{path} {plain_message(error)}" if path else plain_message(error)
+    if code == "image_too_large":
+        where = f"messages[{index}]: " if index is not None else ""
+        return TooLarge(where + detail, code=code, **({"index": index} if index is not None else {}))
+    return fail(index, detail, code)
+
+
+@cache
+def adapter(schema) -> TypeAdapter:
+    return TypeAdapter(schema)
+
+
+def validated(schema, value, name: str = ""):
+    """`value` validated by `schema` (a pydantic model or type), or a DomainError in plain words."""
     try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise fail(index, f"{name} is not valid Unicode text", code) from None
+        return adapter(schema).validate_python(value)
+    except SchemaError as exc:
+        raise schema_error(exc, name=name) from None
 
 
-def check_json(value, index, name, level: int = 1):
-    """A JSON value from a client (attributes, metadata, tool call arguments) that every database can
-    store as it is, nested at most CTXWEB_MAX_JSON_DEPTH levels (an object or list at the top is
-    level 1)."""
-    if isinstance(value, str):
-        check_text(value, index, name)
-    elif isinstance(value, dict | list):
-        limit = settings.CTXWEB_MAX_JSON_DEPTH
-        if level > limit:
-            raise fail(index, f"{name} is nested more than {limit} levels deep", "json_too_deep")
-        if isinstance(value, dict):
-            for key in value:
-                if not isinstance(key, str):
-                    raise fail(index, f"{name} keys must be strings", "invalid_field")
-                check_text(key, index, name)
-            value = value.values()
-        for item in value:
-            check_json(item, index, name, level + 1)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise fail(index, f"{name} must not contain NaN or infinity", "invalid_field")
+def check_text(value: str, index, name, code="invalid_field") -> str:
+    """Text a client sends: at most CTXWEB_MAX_TEXT_CHARS characters, and storable."""
+    try:
+        return adapter(schemas.Text).validate_python(value)
+    except SchemaError as exc:
+        error = exc.errors(include_url=False)[0]
+        kind = "text_too_long" if error["type"] == "text_too_long" else code
+        raise fail(index, f"{name} {plain_message(error)}", kind) from None
+
+
+def check_json(value, index, name):
+    """Free-form JSON from a client (attributes, metadata), storable and not nested too deep."""
+    try:
+        return adapter(schemas.JsonObject).validate_python(value)
+    except SchemaError as exc:
+        error = exc.errors(include_url=False)[0]
+        raise fail(index, f"{name} {plain_message(error)}", error_code(error, name)) from None
 
 
 # A request body wraps the free-form JSON it carries in a few levels of its own (body, messages,
@@ -200,88 +247,6 @@ def load_json_body(raw: bytes):
     return value
 
 
-def _check_dimension(value, index, name):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value > 100_000:
-        raise fail(index, f"image {name} must be a positive integer", "invalid_content")
-    return value
-
-
-def _image_part(part: dict, index) -> dict:
-    url = part.get("url")
-    if not isinstance(url, str) or not url:
-        raise fail(index, "an image part needs a url (http(s) or data: URL)", "invalid_content")
-    check_storable(url, index, "image url", "invalid_content")  # bounded below, not as text
-    if url.startswith(("http://", "https://")):
-        if len(url) > 8192:
-            raise fail(index, "image url is too long", "invalid_content")
-    elif url[:5].lower() == "data:":
-        match = DATA_URL_RE.match(url)
-        if not match:
-            raise fail(index, "image data: URL is malformed", "invalid_content")
-        if not (match.group(1) or "").lower().startswith("image/"):
-            raise fail(index, "an image data: URL must have an image/* media type", "invalid_content")
-        payload = url[match.end():]
-        size = len(payload) * 3 // 4 if match.group(3) else len(payload)
-        if size > settings.CTXWEB_MAX_IMAGE_BYTES:
-            raise TooLarge(
-                f"messages[{index}]: image is larger than {settings.CTXWEB_MAX_IMAGE_BYTES} bytes",
-                code="image_too_large",
-                index=index,
-            )
-        if match.group(3):
-            try:
-                base64.b64decode(payload, validate=True)
-            except (binascii.Error, ValueError):
-                raise fail(index, "image data: URL is not valid base64", "invalid_content") from None
-    else:
-        raise fail(index, "image url must be an http(s) or data: URL", "invalid_content")
-    image = {"type": "image", "url": url}
-    for key in ("media_type", "detail"):
-        if part.get(key) is not None:
-            image[key] = _check_str(part[key], index, f"image {key}", max_length=100, code="invalid_content")
-    if image.get("detail") not in (None, "low", "high", "auto"):
-        raise fail(index, "image detail must be low, high or auto", "invalid_content")
-    for key in ("width", "height"):
-        value = _check_dimension(part.get(key), index, key)
-        if value is not None:
-            image[key] = value
-    unknown = set(part) - {"type", "url", "media_type", "detail", "width", "height"}
-    if unknown:
-        raise fail(index, f"unknown image part field(s): {', '.join(sorted(unknown))}", "invalid_content")
-    return image
-
-
-def normalise_content(content, index) -> str | list:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return _check_str(content, index, "content")
-    if not isinstance(content, list):
-        raise fail(index, "content must be a string or a list of parts", "invalid_content")
-    parts = []
-    for part in content:
-        if not isinstance(part, dict):
-            raise fail(index, "each content part must be an object", "invalid_content")
-        kind = part.get("type")
-        if kind == "text":
-            if set(part) - {"type", "text"}:
-                raise fail(index, "a text part has only type and text", "invalid_content")
-            parts.append({"type": "text", "text": _check_str(part.get("text"), index, "text part", code="invalid_content")})
-        elif kind == "image":
-            parts.append(_image_part(part, index))
-        elif kind == "image_url":  # OpenAI's shape, accepted and stored as ours
-            inner = part.get("image_url")
-            if isinstance(inner, str):
-                inner = {"url": inner}
-            if not isinstance(inner, dict) or set(part) - {"type", "image_url"}:
-                raise fail(index, "an image_url part needs an image_url object", "invalid_content")
-            parts.append(_image_part(inner, index))
-        else:
-            raise fail(index, f"unknown content part type {kind!r} (text or image)", "invalid_content")
-    return parts
-
 
 def content_text(content) -> str:
     if isinstance(content, str):
@@ -289,64 +254,27 @@ def content_text(content) -> str:
     return "\n".join(part["text"] for part in content if part["type"] == "text")
 
 
-def tool_call(call, index) -> dict:
-    if not isinstance(call, dict):
-        raise fail(index, "each tool call must be an object", "invalid_tool_calls")
-    if "function" in call:  # OpenAI's shape: {"id", "type": "function", "function": {"name", "arguments"}}
-        function = call["function"]
-        if not isinstance(function, dict) or set(call) - {"id", "type", "function", "index"}:
-            raise fail(index, "a tool call's function must be an object", "invalid_tool_calls")
-        if call.get("type", "function") != "function":
-            raise fail(index, "only function tool calls are supported", "invalid_tool_calls")
-        name, arguments = function.get("name"), function.get("arguments", "")
-    else:
-        unknown = set(call) - {"id", "name", "arguments", "type"}
-        if unknown:
-            raise fail(index, f"unknown tool call field(s): {', '.join(sorted(unknown))}", "invalid_tool_calls")
-        name, arguments = call.get("name"), call.get("arguments", "")
-    call_id = call.get("id")
-    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_ID_LENGTH:
-        raise fail(index, "each tool call needs an id (1-200 characters)", "invalid_tool_calls")
-    if not isinstance(name, str) or not name or len(name) > 200:
-        raise fail(index, "each tool call needs a name (1-200 characters)", "invalid_tool_calls")
-    check_text(call_id, index, "tool call id", "invalid_tool_calls")
-    check_text(name, index, "tool call name", "invalid_tool_calls")
+def _content(content) -> str | list:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if isinstance(part, schemas.ImageUrlPart):
+            part = part.as_image()
+        parts.append(part.model_dump(exclude_none=True))
+    return parts
+
+
+def _tool_call(call: schemas.ToolCallIn) -> dict:
+    arguments = call.arguments
     if arguments is None:
         arguments = ""
-    if isinstance(arguments, dict | list):
-        check_json(arguments, index, "tool call arguments")
+    elif not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
-    if not isinstance(arguments, str):
-        raise fail(index, "tool call arguments must be a string or a JSON object", "invalid_tool_calls")
-    _check_str(arguments, index, "tool call arguments", code="invalid_tool_calls")
-    return {"id": call_id, "name": name, "arguments": arguments}
-
-
-def _created_at(value, index) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise fail(index, "created_at must be an ISO 8601 date-time string", "invalid_field")
-    try:
-        parsed = parse_datetime(value)
-    except ValueError:
-        parsed = None
-    if parsed is None:
-        raise fail(index, "created_at must be an ISO 8601 date-time string", "invalid_field")
-    return to_utc(parsed, index, "created_at")
-
-
-def to_utc(value: datetime, index, name) -> datetime:
-    """An aware UTC datetime every database can store, or a 422."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    try:
-        value = value.astimezone(UTC)
-    except (OverflowError, ValueError):
-        raise fail(index, f"{name} is out of range", "invalid_field") from None
-    if not 1 <= value.year <= 9998:
-        raise fail(index, f"{name} is out of range", "invalid_field")
-    return value
+        check_text(arguments, None, "tool call arguments", "invalid_tool_calls")
+    return {"id": call.id, "name": call.name, "arguments": arguments}
 
 
 def message_digest(role, content, reasoning, tool_calls, tool_call_id, name) -> str:
@@ -365,68 +293,33 @@ def message_digest(role, content, reasoning, tool_calls, tool_call_id, name) -> 
     return digest.hexdigest()
 
 
-def parse_message(data, index: int | None = None) -> NewMessage:
-    """Validate one message a client sent and return it normalised, with its token figures."""
-    if not isinstance(data, dict):
-        raise fail(index, "a message must be an object", "invalid_message")
-    unknown = set(data) - MESSAGE_FIELDS
-    if unknown:
-        raise fail(
-            index,
-            f"unknown field(s) {', '.join(sorted(unknown))}; application data belongs in attributes",
-            "unknown_field",
-        )
-    role = data.get("role")
-    if not isinstance(role, str) or role not in ROLES:
-        raise fail(index, f"role must be one of {', '.join(Role.values)}", "invalid_role")
 
-    tool_calls_in = data.get("tool_calls")
-    if tool_calls_in is not None and not isinstance(tool_calls_in, list):
-        raise fail(index, "tool_calls must be a list", "invalid_tool_calls")
-    if tool_calls_in and role != Role.ASSISTANT:
+def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMessage:
+    """A message that passed the schema, checked against the semantic rules (which role may carry
+    which field) and normalised, with its token figures."""
+    role = message.role
+    given = message.model_fields_set
+    tool_calls = [_tool_call(call) for call in message.tool_calls or ()]
+    if tool_calls and role != Role.ASSISTANT:
         raise fail(index, "tool_calls are only allowed on assistant messages", "field_not_allowed")
-    tool_calls = [tool_call(call, index) for call in tool_calls_in or ()]
     ids = [call["id"] for call in tool_calls]
     if len(set(ids)) != len(ids):
         raise fail(index, "tool call ids must be unique within a message", "invalid_tool_calls")
-
-    reasoning = data.get("reasoning")
-    if reasoning not in (None, "") and role != Role.ASSISTANT:
+    reasoning = message.reasoning or ""
+    if reasoning and role != Role.ASSISTANT:
         raise fail(index, "reasoning is only allowed on assistant messages", "field_not_allowed")
-    reasoning = _check_str(reasoning or "", index, "reasoning")
-
-    tool_call_id = data.get("tool_call_id")
-    if role == Role.TOOL:
-        if tool_call_id in (None, ""):
-            raise fail(index, "a tool message needs the tool_call_id of the call it answers", "missing_tool_call_id")
-        tool_call_id = _check_str(tool_call_id, index, "tool_call_id", max_length=MAX_ID_LENGTH)
-    elif tool_call_id not in (None, ""):
+    tool_call_id = message.tool_call_id or ""
+    if role == Role.TOOL and not tool_call_id:
+        raise fail(index, "a tool message needs the tool_call_id of the call it answers", "missing_tool_call_id")
+    if role != Role.TOOL and tool_call_id:
         raise fail(index, "tool_call_id is only allowed on tool messages", "field_not_allowed")
-    else:
-        tool_call_id = ""
-
-    if "content" not in data and not (role == Role.ASSISTANT and tool_calls):
+    may_be_empty = role == Role.ASSISTANT and bool(tool_calls)
+    if "content" not in given and not may_be_empty:
         raise fail(index, "content is required", "invalid_content")
-    if data.get("content") is None and not (role == Role.ASSISTANT and tool_calls) and "content" in data:
+    if "content" in given and message.content is None and not may_be_empty:
         raise fail(index, "content may be null only on an assistant message with tool calls", "invalid_content")
-    content = normalise_content(data.get("content"), index)
-
-    name = _check_str(data.get("name") or "", index, "name", max_length=200)
-    attributes = data.get("attributes")
-    if attributes is None:
-        attributes = {}
-    if not isinstance(attributes, dict):
-        raise fail(index, "attributes must be an object", "invalid_field")
-    check_json(attributes, index, "attributes")
-    include = data.get("include_in_messages", True)
-    persist = data.get("persist", True)
-    if not isinstance(include, bool) or not isinstance(persist, bool):
-        raise fail(index, "include_in_messages and persist must be true or false", "invalid_field")
-    client_id = data.get("id")
-    if client_id is not None:
-        client_id = _check_str(client_id, index, "id", max_length=MAX_ID_LENGTH, allow_empty=False)
-    created_at = _created_at(data.get("created_at"), index)
-
+    content = _content(message.content)
+    name = message.name or ""
     figures = count_message(role, content, name, tool_calls, reasoning)
     return NewMessage(
         role=role,
@@ -436,16 +329,53 @@ def parse_message(data, index: int | None = None) -> NewMessage:
         tool_calls=tool_calls,
         tool_call_id=tool_call_id,
         name=name,
-        attributes=attributes,
-        include_in_messages=include,
-        persist=persist,
-        client_id=client_id or "",
-        created_at=created_at,
+        attributes=message.attributes or {},
+        include_in_messages=message.include_in_messages,
+        persist=message.persist,
+        client_id=message.id or "",
+        created_at=message.created_at,
         tokens=figures.total,
         tool_call_tokens=figures.tool_calls,
         reasoning_tokens=figures.reasoning,
         digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name),
     )
+
+
+def parse_message(data, index: int | None = None) -> NewMessage:
+    """Validate one message a client sent (the ctxweb format) and return it normalised."""
+    try:
+        message = adapter(schemas.MessageIn).validate_python(data)
+    except SchemaError as exc:
+        if index is None:
+            raise schema_error(exc) from None
+        raise schema_error(SchemaErrorAt(exc, index), batch=True) from None
+    return new_message(message, index)
+
+
+class SchemaErrorAt:
+    """A message's schema errors seen as those of a batch, at the message's index."""
+
+    def __init__(self, exc: SchemaError, index: int):
+        self.exc, self.index = exc, index
+
+    def errors(self, include_url=False):
+        return [{**e, "loc": (self.index, *e["loc"])} for e in self.exc.errors(include_url=include_url)]
+
+
+def parse_messages(raw_messages) -> list[NewMessage]:
+    """A batch in the ctxweb format, validated whole: the first error refuses it."""
+    if not isinstance(raw_messages, list):
+        raise DomainError("messages must be a list", code="invalid_batch")
+    if not raw_messages:
+        raise DomainError("messages must hold at least one message", code="empty_batch")
+    limit = settings.CTXWEB_MAX_BATCH_MESSAGES
+    if len(raw_messages) > limit:
+        raise DomainError(f"at most {limit} messages per batch", code="batch_too_large")
+    try:
+        batch = adapter(list[schemas.MessageIn]).validate_python(raw_messages)
+    except SchemaError as exc:
+        raise schema_error(exc, batch=True) from None
+    return [new_message(message, index) for index, message in enumerate(batch)]
 
 
 def count_openai_messages(messages) -> tuple[int, list[int]]:
@@ -458,13 +388,13 @@ def count_openai_messages(messages) -> tuple[int, list[int]]:
         if not isinstance(message, dict):
             raise fail(index, "a message must be an object", "invalid_message")
         role = "system" if message.get("role") == "developer" else message.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            raise fail(index, f"role must be one of {', '.join(Role.values)} (or developer)", "invalid_role")
-        content = normalise_content(message.get("content"), index)
-        calls = message.get("tool_calls") or []
-        if not isinstance(calls, list):
-            raise fail(index, "tool_calls must be a list", "invalid_tool_calls")
-        calls = [tool_call(call, index) for call in calls]
-        name = _check_str(message.get("name") or "", index, "name", max_length=200)
-        per_message.append(count_message(role, content, name, calls).total)
+        shape = {"role": role, "content": message.get("content"), "tool_calls": message.get("tool_calls") or None,
+                 "name": message.get("name")}
+        try:
+            parsed = adapter(schemas.MessageIn).validate_python({k: v for k, v in shape.items() if v is not None})
+        except SchemaError as exc:
+            raise schema_error(SchemaErrorAt(exc, index), batch=True) from None
+        content = _content(parsed.content)
+        calls = [_tool_call(call) for call in parsed.tool_calls or ()]
+        per_message.append(count_message(parsed.role, content, parsed.name or "", calls).total)
     return REPLY_PRIMING + sum(per_message), per_message

@@ -43,7 +43,7 @@ def content_parts(blocks, attributes: dict) -> list[dict]:
     return parts
 
 
-def tool_result_message(block: dict, message_id: str, attributes: dict) -> dict:
+def tool_result_message(block: dict, message_id: str | None, attributes: dict) -> dict:
     attributes = dict(attributes)
     if block.get("is_error"):
         attributes["is_error"] = True
@@ -62,7 +62,7 @@ def tool_result_message(block: dict, message_id: str, attributes: dict) -> dict:
     return message
 
 
-def user_messages(content, message_id: str, attributes: dict, role: str = "user") -> list[dict]:
+def user_messages(content, message_id: str | None, attributes: dict, role: str = "user") -> list[dict]:
     """A user message: its tool results first (one tool message each), then the rest as one message."""
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}]
@@ -79,7 +79,7 @@ def user_messages(content, message_id: str, attributes: dict, role: str = "user"
         outputs.append(("user", rest))
     messages = []
     for k, (kind, value) in enumerate(outputs):
-        this_id = message_id if len(outputs) == 1 else f"{message_id}:{k}"
+        this_id = message_id if len(outputs) == 1 or message_id is None else f"{message_id}:{k}"
         if kind == "tool":
             messages.append(tool_result_message(value, this_id, attributes))
         else:
@@ -148,7 +148,8 @@ class AssistantMessage:
         return message
 
 
-def convert_message(message, message_id: str, where: str) -> list[dict]:
+def convert_message(message, message_id: str | None, where: str) -> list[dict]:
+    """One Messages API message as ctxweb messages (without ids when `message_id` is None)."""
     if not isinstance(message, dict):
         raise TranscriptError(f"{where}: a message must be an object")
     role = message.get("role")

@@ -61,8 +61,8 @@ def _tool_call(call, where: str) -> dict:
     return {"id": call.get("id"), "name": name, "arguments": "" if arguments is None else arguments}
 
 
-def convert_message(message, message_id: str, where: str) -> dict:
-    """One Chat Completions message as a ctxweb message."""
+def convert_message(message, message_id: str | None, where: str) -> dict:
+    """One Chat Completions message as a ctxweb message (without an id when `message_id` is None)."""
     if not isinstance(message, dict):
         raise TranscriptError(f"{where}: a message must be an object")
     original_role = message.get("role")

@@ -1,0 +1,61 @@
+"""Messages sent in a provider's own shape (OpenAI Chat Completions, Anthropic Messages) read as ctxweb
+messages, by the same parsers as the importers (sessions.importers), for appends and request builds.
+
+System messages (OpenAI's `system`/`developer` messages, Anthropic's separate `system`) become the
+session's instructions as well, so a model input fetched in a format and appended back in that format
+gives the same model input.
+"""
+
+from dataclasses import dataclass
+
+from .errors import DomainError
+
+FORMATS = ("ctxweb", "openai", "anthropic")
+
+
+@dataclass
+class Translated:
+    messages: list  # ctxweb messages
+    origin: list[int]  # for each, the index of the message it came from in what the client sent
+    instructions: str | None = None
+
+
+def _without_id(message: dict) -> dict:
+    if message.get("id") is None:
+        message.pop("id", None)
+    return message
+
+
+def to_ctxweb(fmt: str, messages, system=None) -> Translated:
+    if fmt not in FORMATS:
+        raise DomainError(f"format must be one of {', '.join(FORMATS)}", code="invalid_format")
+    if system is not None and fmt != "anthropic":
+        raise DomainError("system is given separately only in the anthropic format; send a system message",
+                          code="invalid_field")
+    # The parsers live with the importers, whose package imports the append path: imported here.
+    from .importers import anthropic, openai
+    from .importers.base import TranscriptError, text_of
+
+    if fmt == "ctxweb" or not isinstance(messages, list):
+        return Translated(messages, list(range(len(messages))) if isinstance(messages, list) else [])
+    out, origin, instructions = [], [], None
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        try:
+            if fmt == "openai":
+                converted = [openai.convert_message(message, None, where)]
+            else:
+                converted = anthropic.convert_message(message, None, where)
+        except TranscriptError as exc:
+            raise DomainError(str(exc), code="invalid_message", index=index) from None
+        for item in converted:
+            out.append(_without_id(item))
+            origin.append(index)
+            if fmt == "openai" and item["role"] == "system":
+                instructions = text_of(item.get("content"))
+    if fmt == "anthropic" and system is not None:
+        try:
+            instructions = anthropic.system_text(system)
+        except TranscriptError as exc:
+            raise DomainError(f"system: {exc}", code="invalid_field") from None
+    return Translated(out, origin, instructions)
