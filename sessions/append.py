@@ -50,6 +50,7 @@ class Batch:
 
     messages: list[NewMessage]
     instructions: str | None = None
+    origin: list[int] | None = None  # provider formats: the index of the message each came from
 
 
 def parse_batch(raw_messages, fmt: str = "ctxweb", system=None) -> Batch:
@@ -67,7 +68,7 @@ def parse_batch(raw_messages, fmt: str = "ctxweb", system=None) -> Batch:
         exc.detail = exc.detail.replace(f"messages[{index}]", f"messages[{sent}]", 1)
         exc.args = (exc.detail,)
         raise
-    return Batch(messages, translated.instructions)
+    return Batch(messages, translated.instructions, None if fmt == "ctxweb" else translated.origin)
 
 
 def new_client_id() -> str:
@@ -87,6 +88,9 @@ def append_messages(
             session, created = get_or_create_locked(project, key, actor)
         result = AppendResult(session, created)
         _store(session, batch.messages, result, actor)
+    if batch.origin is not None:
+        for message in result.messages:
+            message.index = batch.origin[message.index]
     return result
 
 

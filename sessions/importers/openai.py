@@ -9,7 +9,7 @@ instructions, so the model input has them.
 
 import json
 
-from .base import ImportedSession, Source, TranscriptError, finish_content, text_of
+from .base import ImportedSession, Source, TranscriptError, text_of
 
 FORMAT = "openai"
 MAPPED = {"role", "content", "tool_calls", "tool_call_id", "name"}
@@ -84,12 +84,11 @@ def convert_message(message, message_id: str | None, where: str) -> dict:
 
     content = message.get("content")
     if isinstance(content, list):
-        content = finish_content(_parts(content, attributes))
+        content = _parts(content, attributes) or ""  # a list stays a list: that is what the model got
     elif content is None:
         content = None if out.get("tool_calls") else ""
     elif not isinstance(content, str):
-        attributes["original_content"] = content
-        content = json.dumps(content, ensure_ascii=False)
+        raise TranscriptError(f"{where}: content must be a string, a list of parts or null")
     out["content"] = content
 
     reasoning = message.get("reasoning_content")
