@@ -368,12 +368,21 @@ class Client:
 
     # --- messages --------------------------------------------------------------------------------
 
-    def append(self, key: str, messages: list[dict], *, retries: int | None = None) -> AppendResult:
-        """Append a batch (all or nothing). Messages without an `id` get one before the first attempt,
-        so a retry after a timeout or a lost connection stores nothing twice."""
-        batch = [dict(m) if m.get("id") else {**m, "id": new_message_id()} for m in messages]
+    def append(self, key: str, messages: list[dict], *, format: str = "ctxweb", system=None,
+               retries: int | None = None) -> AppendResult:
+        """Append a batch (all or nothing). `format`: ctxweb, or a provider's own message shape (openai,
+        anthropic with its `system` given apart). In the ctxweb format, messages without an `id` get one
+        before the first attempt, so a retry after a timeout or a lost connection stores nothing twice;
+        provider messages carry no ids, so retry those only when you can tolerate a second copy."""
+        if format == "ctxweb":
+            batch = [dict(m) if m.get("id") else {**m, "id": new_message_id()} for m in messages]
+        else:
+            batch = list(messages)
+        body = {"messages": batch} if format == "ctxweb" else {"format": format, "messages": batch}
+        if system is not None:
+            body["system"] = system
         retries = self.retries if retries is None else retries
-        data = self._request("POST", self._key(key) + "/messages", {"messages": batch}, retries=retries)[1]
+        data = self._request("POST", self._key(key) + "/messages", body, retries=retries)[1]
         return AppendResult(
             session=data["session"],
             session_created=data["session_created"],

@@ -1,9 +1,10 @@
 """Appending a batch of messages to the raw log (SPEC §5.3): all or nothing, gapless seqs."""
 
+import operator
 import uuid
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from .errors import Conflict, DomainError
@@ -224,39 +225,34 @@ def _stored_calls(session: Session, call_ids: set[str], before_seq: int) -> dict
     return found
 
 
-# The columns of a stored message, in the order insert_messages writes them.
-INSERT_COLUMNS = (
-    "session_id", "seq", "client_id", "role", "content", "text", "has_content", "reasoning", "tool_calls",
-    "call_ids", "tool_call_id", "call_seq", "name", "attributes", "include_in_messages", "created_at",
-    "tokens", "tool_call_tokens", "reasoning_tokens", "digest",
-)
-JSON_COLUMNS = {"content", "tool_calls", "call_ids", "attributes", "tool_call_tokens"}
-
-
 def insert_messages(session: Session, rows: list[NewMessage]) -> None:
     """Insert validated messages with one executemany. The hot path of every append: the values are
     already checked and normalised, so they go to the database adapter as they are (JSON and dates
-    adapted by the backend's own operations), without building a model instance per message."""
+    adapted by the backend's own operations), without building a model instance per message. The
+    columns are the model's; each is read from the NewMessage attribute of the same name."""
     ops = connection.ops
     empty = {list: ops.adapt_json_value([], None), dict: ops.adapt_json_value({}, None)}
 
-    def adapt(value):
+    def adapt_json(value):
         # Most messages have no tool calls and no attributes: adapt those empty values once.
         if not value and type(value) in empty:
             return empty[type(value)]
         return ops.adapt_json_value(value, None)
 
-    params = [
-        (
-            session.pk, m.seq, m.client_id, m.role, adapt(m.content), m.text, m.has_content, m.reasoning,
-            adapt(m.tool_calls), adapt(m.call_ids), m.tool_call_id, m.call_seq, m.name,
-            adapt(m.attributes), m.include_in_messages, ops.adapt_datetimefield_value(m.created_at),
-            m.tokens, adapt(m.tool_call_tokens), m.reasoning_tokens, m.digest,
-        )
-        for m in rows
-    ]
+    columns = [f for f in Message._meta.concrete_fields if not f.primary_key]
+    readers = []
+    for column in columns:
+        if column.attname == "session_id":
+            readers.append(lambda m: session.pk)
+        elif isinstance(column, models.JSONField):
+            readers.append(lambda m, name=column.attname: adapt_json(getattr(m, name)))
+        elif isinstance(column, models.DateTimeField):
+            readers.append(lambda m, name=column.attname: ops.adapt_datetimefield_value(getattr(m, name)))
+        else:
+            readers.append(operator.attrgetter(column.attname))
+    params = [tuple(read(m) for read in readers) for m in rows]
     table = ops.quote_name(Message._meta.db_table)
-    columns = ", ".join(ops.quote_name(c) for c in INSERT_COLUMNS)
-    placeholders = ", ".join(["%s"] * len(INSERT_COLUMNS))
+    names = ", ".join(ops.quote_name(c.column) for c in columns)
+    placeholders = ", ".join(["%s"] * len(columns))
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", params)
+        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({placeholders})", params)

@@ -5,7 +5,7 @@ import json
 from collections.abc import Iterator
 
 from .models import Checkpoint, Message, Session
-from .schemas import CheckpointRecord, MessageRecord
+from .schemas import CheckpointRecord, MessageRecord, SessionRecord
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
@@ -23,20 +23,7 @@ def checkpoint_record(checkpoint: Checkpoint) -> dict:
 
 
 def session_record(session: Session) -> dict:
-    compaction = {
-        "max_tokens": session.max_tokens,
-        "keep_recent_tokens": session.keep_recent_tokens,
-        "auto": session.auto_compact,
-        "summarizer": session.summarizer or None,
-    }
-    return {
-        "key": session.key,
-        "title": session.title,
-        "metadata": session.metadata,
-        "instructions": session.instructions,
-        "compaction": {k: v for k, v in compaction.items() if v is not None},
-        "created_at": session.created_at.isoformat(),
-    }
+    return SessionRecord.model_validate(session).model_dump(mode="json")
 
 
 def iter_messages(session: Session) -> Iterator[Message]:

@@ -369,6 +369,28 @@ class SessionOut(Schema):
         return CompactionSettingsOut.model_validate(session.compaction_settings(), from_attributes=True)
 
 
+class SessionRecord(Schema):
+    """A session in an export, in the shape PUT /sessions/{key} takes (its own compaction settings
+    only, not the defaults it inherits), so an import re-creates it."""
+
+    key: str
+    title: str
+    metadata: dict[str, Any]
+    instructions: str
+    compaction: dict[str, Any]
+    created_at: datetime
+
+    @staticmethod
+    def resolve_compaction(session) -> dict:
+        own = {"max_tokens": session.max_tokens, "keep_recent_tokens": session.keep_recent_tokens,
+               "auto": session.auto_compact, "summarizer": session.summarizer or None}
+        return {name: value for name, value in own.items() if value is not None}
+
+    @field_serializer("created_at", when_used="json")
+    def _iso(self, value: datetime) -> str:
+        return value.isoformat()
+
+
 class SessionListOut(Schema):
     items: list[SessionOut]
     next_cursor: str | None = Field(None, description="pass as cursor to get the next page")

@@ -574,12 +574,15 @@ def test_it_rejects_text_the_database_cannot_store(append, place, bad):
     assert not Session.objects.filter(key="fresh").exists()
 
 
-def test_the_fast_insert_writes_every_column_of_a_message():
-    """append's executemany names its columns by hand: a field added to Message must be added there."""
-    from sessions.append import INSERT_COLUMNS
+def test_the_fast_insert_reads_every_column_of_a_message_from_the_validated_message():
+    """append's executemany writes the model's columns, each read from the NewMessage attribute of the
+    same name: a field added to Message needs a value there (or the insert fails here)."""
+    from sessions.validation import parse_message
 
-    columns = [f.column for f in Message._meta.concrete_fields if not f.primary_key]
-    assert sorted(columns) == sorted(INSERT_COLUMNS)
+    new = parse_message({"role": "user", "content": "x"})
+    new.seq, new.created_at = 1, None
+    columns = [f.attname for f in Message._meta.concrete_fields if not f.primary_key and f.attname != "session_id"]
+    assert [name for name in columns if not hasattr(new, name)] == []
 
 
 def test_a_stored_message_reads_back_exactly_as_sent(append):
