@@ -1,10 +1,12 @@
 """Request and response schemas of the HTTP API v1 (SPEC §5), with their fields listed explicitly."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from ninja import Field
-from pydantic import BaseModel, ConfigDict, StrictBool
+from pydantic import BaseModel, ConfigDict, StrictBool, create_model
+
+from .event_types import EVENT_DATA, EventData
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
 FormatName = Literal["ctxweb", "openai", "anthropic"]
@@ -135,12 +137,17 @@ class CheckpointOut(BaseModel):
     created_at: datetime
 
 
-class EventOut(BaseModel):
-    id: int
-    type: str
-    actor: str
-    data: dict[str, Any]
-    created_at: datetime
+def event_out_schema(data_model: type[EventData]) -> type[BaseModel]:
+    """An event of one type, its data described by that type's model (event_types.py)."""
+    return create_model(
+        f"{data_model.__name__}Event",
+        id=int, type=Literal[data_model.type.value], actor=str, data=data_model, created_at=datetime,
+    )
+
+
+# One schema per event type, told apart by `type`: a oneOf with a discriminator in the OpenAPI schema.
+# (Union[...] takes the generated models as one tuple, which `|` cannot.)
+EventOut = Annotated[Union[tuple(event_out_schema(m) for m in EVENT_DATA.values())], Field(discriminator="type")]  # noqa: UP007
 
 
 class CompactionOut(BaseModel):
