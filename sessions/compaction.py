@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from .checkpoints import store_checkpoint
@@ -215,12 +215,13 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
     A COMPACTION_STARTED without a terminal event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds
     (longer than a summarizer may take), was cut off by a stopped or killed server: it gets
     COMPACTION_FAILED, so every run is closed exactly once (SPEC §4.2). Younger ones are running now.
-    Call under the session's row lock. Usually one grouped count over an index."""
-    counts = dict(
-        Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL))
-        .values_list("type").annotate(n=Count("id")).values_list("type", "n")
+    Call under the session's row lock. Usually one count over the session's compaction events."""
+    counts = Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL)).aggregate(
+        started=Count("id", filter=Q(type=EventType.COMPACTION_STARTED)),
+        # A terminal event closes the run it names; an imported checkpoint's COMPLETED names none.
+        closed=Count("id", filter=Q(type__in=TERMINAL, data__has_key="run")),
     )
-    if counts.get(EventType.COMPACTION_STARTED, 0) <= sum(counts.get(t, 0) for t in TERMINAL):
+    if counts["started"] <= counts["closed"]:
         return 0
     terminal = Event.objects.filter(session=session, type__in=TERMINAL).values_list("type", "data")
     closed = {parse_event_data(type_, data).run for type_, data in terminal}

@@ -175,6 +175,7 @@ def test_optional_figures_are_left_out_when_they_have_no_value(project, alice, m
     assert skipped["not_smaller"]["summary_tokens"] >= skipped["not_smaller"]["replaced_tokens"]
     failed = by_type[EventType.COMPACTION_FAILED]
     assert any("ZeroDivisionError" in f["error"] for f in failed)
+    assert any(f["error"].startswith("interrupted") for f in failed)
     hidden, shown = by_type[EventType.MESSAGE_UPDATED]
     assert set(hidden["changes"]) == {"include_in_messages"}
     assert shown["changes"] == {"include_in_messages": {"from": False, "to": True},
