@@ -8,9 +8,10 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from .errors import Conflict, DomainError
+from .event_types import MessagesAppended
 from .events import record
 from .model_input import input_figures_after_append
-from .models import EventType, Message, Project, Role, Session
+from .models import Message, Project, Role, Session
 from .provider_messages import to_ctxweb
 from .store import get_or_create_locked, update_session
 from .validation import NewMessage, parse_messages
@@ -174,17 +175,14 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     session.last_activity_at = now
     for name, value in figures.items():
         setattr(session, name, value)
-    record(
-        session,
-        EventType.MESSAGES_APPENDED,
-        actor,
+    record(session, actor, MessagesAppended(
         input_tokens=session.input_tokens,
         count=len(to_create),
         first_seq=to_create[0].seq,
         last_seq=to_create[-1].seq,
         tokens=added_tokens,
         duplicates=sum(1 for m in result.messages if m.duplicate),
-    )
+    ))
 
 
 def _ids_answered_from_before(batch: list[NewMessage]) -> set[str]:

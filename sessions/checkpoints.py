@@ -11,9 +11,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from .errors import Conflict, DomainError
+from .event_types import CompactionCompleted
 from .events import record
 from .model_input import layout_model_input, refresh_input_tokens, summary_message_tokens
-from .models import Checkpoint, EventType, Session
+from .models import Checkpoint, Session
 from .validation import check_text
 
 IMPORT = "import"
@@ -106,10 +107,7 @@ def create_imported_checkpoint(
             raise Conflict("another checkpoint extended the same one first; nothing changed",
                            code="checkpoint_conflict") from None
         compaction = session.compaction_settings()
-        record(
-            session,
-            EventType.COMPACTION_COMPLETED,
-            actor,
+        record(session, actor, CompactionCompleted(
             trigger=IMPORT,
             max_tokens=compaction.max_tokens,
             keep_recent_tokens=compaction.keep_recent_tokens,
@@ -122,5 +120,5 @@ def create_imported_checkpoint(
             summary_tokens=summary_tokens,
             tokens_after=tokens_after,
             still_over_threshold=tokens_after > compaction.max_tokens,
-        )
+        ))
     return checkpoint, True

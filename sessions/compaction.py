@@ -12,12 +12,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from .checkpoints import store_checkpoint
 from .errors import DomainError
-from .events import record
+from .event_types import CompactionCompleted, CompactionFailed, CompactionSkipped, CompactionStarted
+from .events import event_data, parse_event_data, record
 from .model_input import layout_model_input, summary_message_tokens
 from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
 from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
@@ -161,18 +162,15 @@ def summary_budget(plan: Plan) -> int:
     return max(SUMMARY_MIN_TOKENS, min(settings.CTXWEB_SUMMARY_MAX_TOKENS, plan.replaced_tokens // 2))
 
 
-def _event(session, type_, actor, trigger, plan: Plan, run: int | None = None, **extra) -> Event:
-    data = {
+def _figures(trigger: str, plan: Plan) -> dict:
+    """The fields every COMPACTION_* event of a run carries (event_types.CompactionFigures)."""
+    return {
         "trigger": trigger,
         "max_tokens": plan.settings.max_tokens,
         "keep_recent_tokens": plan.settings.keep_recent_tokens,
         "tokens_before": plan.tokens_before,
         "summarizer": plan.settings.summarizer,
-        **extra,
     }
-    if run is not None:
-        data["run"] = run
-    return record(session, type_, actor, **data)
 
 
 def summarize(name: str, previous: str, covered: list[Message], budget: int) -> str:
@@ -217,17 +215,19 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
     A COMPACTION_STARTED without a terminal event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds
     (longer than a summarizer may take), was cut off by a stopped or killed server: it gets
     COMPACTION_FAILED, so every run is closed exactly once (SPEC §4.2). Younger ones are running now.
-    Call under the session's row lock. Usually one grouped count over an index."""
-    counts = dict(
-        Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL))
-        .values_list("type").annotate(n=Count("id")).values_list("type", "n")
+    Call under the session's row lock. Usually one count over the session's compaction events."""
+    counts = Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL)).aggregate(
+        started=Count("id", filter=Q(type=EventType.COMPACTION_STARTED)),
+        # A terminal event closes the run it names; an imported checkpoint's COMPLETED names none.
+        closed=Count("id", filter=Q(type__in=TERMINAL, data__has_key="run")),
     )
-    if counts.get(EventType.COMPACTION_STARTED, 0) <= sum(counts.get(t, 0) for t in TERMINAL):
+    if counts["started"] <= counts["closed"]:
         return 0
-    closed = {data.get("run") for data in Event.objects.filter(session=session, type__in=TERMINAL).values_list("data", flat=True)}
+    terminal = Event.objects.filter(session=session, type__in=TERMINAL).values_list("type", "data")
+    closed = {parse_event_data(type_, data).run for type_, data in terminal}
     open_runs = (
         Event.objects.filter(session=session, type=EventType.COMPACTION_STARTED)
-        .exclude(pk__in=[pk for pk in closed if isinstance(pk, int)])
+        .exclude(pk__in=[pk for pk in closed if pk is not None])
         .order_by("pk")
     )
     stale_before = timezone.now() - timedelta(seconds=settings.CTXWEB_COMPACTION_ABANDONED_AFTER)
@@ -236,10 +236,10 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
         if started.created_at >= stale_before:
             running += 1
             continue
-        record(
-            session, EventType.COMPACTION_FAILED, actor, **started.data, run=started.pk,
+        record(session, actor, CompactionFailed(
+            **event_data(started).model_dump(), run=started.pk,
             error="interrupted: the run never finished (the server stopped during it); nothing changed",
-        )
+        ))
         abandoned += 1
     if abandoned:
         Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + abandoned)
@@ -250,7 +250,7 @@ def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_pk)
-        event = _event(session, EventType.COMPACTION_FAILED, actor, trigger, plan, started.pk, error=error)
+        event = record(session, actor, CompactionFailed(**_figures(trigger, plan), error=error, run=started.pk))
         Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
     return Outcome("failed", plan, error=error, events=[started, event])
 
@@ -293,14 +293,14 @@ def compact(
         plan.tokens_before += extra_tokens
         if trigger == AUTO and not plan.over_threshold:
             return Outcome("not_run", plan)
-        started = _event(session, EventType.COMPACTION_STARTED, actor, trigger, plan)
+        started = record(session, actor, CompactionStarted(**_figures(trigger, plan)))
         skip = None
         if trigger != AUTO and not force and not plan.over_threshold:
             skip = "under_threshold"
         elif plan.last_seq is None:
             skip = "nothing_to_compact"
         if skip:
-            event = _event(session, EventType.COMPACTION_SKIPPED, actor, trigger, plan, started.pk, reason=skip)
+            event = record(session, actor, CompactionSkipped(**_figures(trigger, plan), reason=skip, run=started.pk))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
         covered = list(
             Message.objects.filter(
@@ -329,10 +329,10 @@ def compact(
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
         if summary_tokens >= plan.replaced_tokens:
-            event = _event(
-                session, EventType.COMPACTION_SKIPPED, actor, trigger, plan, started.pk,
-                reason="not_smaller", summary_tokens=summary_tokens, replaced_tokens=plan.replaced_tokens,
-            )
+            event = record(session, actor, CompactionSkipped(
+                **_figures(trigger, plan), reason="not_smaller", summary_tokens=summary_tokens,
+                replaced_tokens=plan.replaced_tokens, run=started.pk,
+            ))
             return Outcome("skipped", plan, reason="not_smaller", summary_tokens=summary_tokens, events=[started, event])
         try:
             checkpoint, tokens_after = store_checkpoint(
@@ -355,8 +355,8 @@ def compact(
             return _finish_failed(session.pk, actor, trigger, plan, started, error)
         outcome = Outcome("completed", plan, checkpoint=checkpoint, summary_tokens=summary_tokens, tokens_after=tokens_after)
         figures = outcome.figures()
-        event = _event(
-            session, EventType.COMPACTION_COMPLETED, actor, trigger, plan, started.pk,
+        event = record(session, actor, CompactionCompleted(
+            **_figures(trigger, plan),
             checkpoint_id=checkpoint.pk,
             at_seq=checkpoint.created_at_seq,
             covered_seq_range=figures["covered_seq_range"],
@@ -364,7 +364,8 @@ def compact(
             summary_tokens=summary_tokens,
             tokens_after=tokens_after,
             still_over_threshold=figures["still_over_threshold"],
-        )
+            run=started.pk,
+        ))
         outcome.events = [started, event]
         return outcome
 

@@ -1,9 +1,24 @@
-"""The append-only event history of a session (SPEC §4.4)."""
+"""The append-only event history of a session (SPEC §4.4). Event data is written and read through the
+model of its type (event_types.py)."""
 
 from django.utils import timezone
 
+from .event_types import EVENT_DATA, EventData
 from .models import Event, Session
 
 
-def record(session: Session, type: str, actor: str = "system", **data) -> Event:
-    return Event.objects.create(session=session, type=type, actor=actor or "system", data=data, created_at=timezone.now())
+def record(session: Session, actor: str, data: EventData) -> Event:
+    """Store an event of data's type."""
+    return Event.objects.create(
+        session=session, type=data.type, actor=actor or "system", data=data.model_dump(mode="json"),
+        created_at=timezone.now(),
+    )
+
+
+def parse_event_data(type: str, data: dict) -> EventData:
+    """Stored event data, as the model of its type; a row that does not fit raises ValidationError."""
+    return EVENT_DATA[type].model_validate(data)
+
+
+def event_data(event: Event) -> EventData:
+    return parse_event_data(event.type, event.data)

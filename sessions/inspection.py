@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from django.db.models import F, Window
 from django.db.models.functions import Mod, RowNumber
 
+from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
+from .events import event_data
 from .explain import Explanation, covering_checkpoint, explain_messages
 from .model_input import (
     Layout,
@@ -261,18 +263,14 @@ def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
         appends = Event.objects.filter(pk__in=[*sampled, *newest])
     points = []
     for event in appends.order_by("pk").only("type", "data"):
-        data = event.data
-        seq = data.get("last_seq", data.get("at_seq"))
-        if seq is not None and "input_tokens" in data:
-            points.append({"seq": seq, "tokens": data["input_tokens"], "id": event.pk, "kind": "append"})
-    for event in Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED).only("data"):
-        data = event.data
-        seq = data.get("at_seq")
-        if seq is None:
-            continue
-        points.append({"seq": seq, "tokens": data.get("tokens_before", 0), "id": event.pk - 0.5, "kind": "before"})
-        points.append({"seq": seq, "tokens": data.get("tokens_after", 0), "id": event.pk, "kind": "drop",
-                       "checkpoint": data.get("checkpoint_id")})
+        data: MessagesAppended | MessageUpdated = event_data(event)
+        seq = data.last_seq if isinstance(data, MessagesAppended) else data.at_seq
+        points.append({"seq": seq, "tokens": data.input_tokens, "id": event.pk, "kind": "append"})
+    for event in Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED).only("type", "data"):
+        data: CompactionCompleted = event_data(event)
+        points.append({"seq": data.at_seq, "tokens": data.tokens_before, "id": event.pk - 0.5, "kind": "before"})
+        points.append({"seq": data.at_seq, "tokens": data.tokens_after, "id": event.pk, "kind": "drop",
+                       "checkpoint": data.checkpoint_id})
     points.sort(key=lambda p: (p["seq"], p["id"]))
     if points:
         points.insert(0, {"seq": 0, "tokens": REPLY_PRIMING + session.instructions_tokens, "id": 0, "kind": "start"})

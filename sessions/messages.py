@@ -4,9 +4,10 @@ Everything the model saw stays as it was stored."""
 from django.db import transaction
 
 from .errors import DomainError, NotFound
+from .event_types import MessageUpdated
 from .events import record
 from .model_input import refresh_input_tokens
-from .models import EventType, Message, Project
+from .models import Message, Project
 from .store import get_session
 from .validation import check_json
 
@@ -41,8 +42,7 @@ def update_message(project: Project, key: str, seq: int, data: dict, actor: str 
             return message
         message.save(update_fields=list(changes))
         input_tokens = refresh_input_tokens(session) if "include_in_messages" in changes else session.input_tokens
-        record(
-            session, EventType.MESSAGE_UPDATED, actor,
+        record(session, actor, MessageUpdated(
             seq=seq, id=message.client_id, changes=changes, input_tokens=input_tokens, at_seq=session.message_count,
-        )
+        ))
     return message

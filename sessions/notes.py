@@ -7,8 +7,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from .errors import DomainError
+from .event_types import NoteAdded, NoteDeleted, NoteEdited, TagsChanged
 from .events import record
-from .models import EventType, Note, Session, Tag
+from .models import Note, Session, Tag
 from .validation import check_text
 
 MAX_NOTE = 10_000
@@ -35,7 +36,7 @@ def add_note(session: Session, user, text, seq: int | None = None) -> Note:
     with transaction.atomic():
         now = timezone.now()  # one instant, so a new note does not read as edited
         note = Note.objects.create(session=session, seq=seq, author=user, text=text, created_at=now, updated_at=now)
-        record(session, EventType.NOTE_ADDED, actor_of(user), note_id=note.pk, seq=seq, text=text[:200])
+        record(session, actor_of(user), NoteAdded(note_id=note.pk, seq=seq, text=text[:200]))
     return note
 
 
@@ -47,7 +48,7 @@ def edit_note(note: Note, user, text) -> Note:
         note.text = text
         note.updated_at = timezone.now()
         note.save(update_fields=["text", "updated_at"])
-        record(note.session, EventType.NOTE_EDITED, actor_of(user), note_id=note.pk, seq=note.seq, text=text[:200])
+        record(note.session, actor_of(user), NoteEdited(note_id=note.pk, seq=note.seq, text=text[:200]))
     return note
 
 
@@ -55,7 +56,7 @@ def delete_note(note: Note, user) -> None:
     if note.author_id != user.pk:
         raise DomainError("Only its author can delete a note.", code="not_author", status=403)
     with transaction.atomic():
-        record(note.session, EventType.NOTE_DELETED, actor_of(user), note_id=note.pk, seq=note.seq)
+        record(note.session, actor_of(user), NoteDeleted(note_id=note.pk, seq=note.seq))
         note.delete()
 
 
@@ -78,6 +79,6 @@ def set_tags(session: Session, user, names: list[str]) -> list[str]:
             return names
         tags = [Tag.objects.get_or_create(project=session.project, name=name)[0] for name in names]
         session.tags.set(tags)
-        record(session, EventType.TAGS_CHANGED, actor_of(user), before=before, after=names,
-               added=sorted(set(names) - set(before)), removed=sorted(set(before) - set(names)))
+        record(session, actor_of(user), TagsChanged(before=before, after=names, added=sorted(set(names) - set(before)),
+                                                    removed=sorted(set(before) - set(names))))
     return names

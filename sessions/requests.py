@@ -8,9 +8,10 @@ from django.db import transaction
 
 from .append import AppendResult, Batch, append_messages, parse_batch
 from .compaction import Outcome, compact_if_needed
+from .event_types import RequestBuilt
 from .events import record
 from .model_input import ModelInput, build_model_input
-from .models import Event, EventType, Project, Role
+from .models import Event, Project, Role
 from .store import get_or_create_locked, update_session
 
 
@@ -47,10 +48,7 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
     model_input = build_model_input(session, extra_messages=unpersisted)
     seq_range = model_input.seq_range
     instructions_entry = next((e for e in model_input.entries if e.kind == "instructions"), None)
-    event = record(
-        session,
-        EventType.REQUEST_BUILT,
-        actor,
+    event = record(session, actor, RequestBuilt(
         format=fmt,
         checkpoint_id=model_input.checkpoint.pk if model_input.checkpoint else None,
         seq_range=list(seq_range) if seq_range else None,
@@ -61,5 +59,5 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
         unpersisted={"count": len(unpersisted), "tokens": extra_tokens},
         omitted=[o.as_dict() for o in model_input.omitted],
         compaction=compaction.status if compaction else None,
-    )
+    ))
     return BuiltRequest(model_input, appended, compaction, event)

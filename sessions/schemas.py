@@ -7,7 +7,7 @@ import binascii
 import math
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
@@ -22,10 +22,13 @@ from pydantic import (
     StrictInt,
     StrictStr,
     Tag,
+    create_model,
     field_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from .event_types import EVENT_DATA, EventData
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
 FormatName = Literal["ctxweb", "openai", "anthropic"]
@@ -470,12 +473,17 @@ class CheckpointListOut(Schema):
     items: list[CheckpointOut]
 
 
-class EventOut(Schema):
-    id: int
-    type: str
-    actor: str
-    data: dict[str, Any]
-    created_at: datetime
+def event_out_schema(data_model: type[EventData]) -> type[BaseModel]:
+    """An event of one type, its data described by that type's model (event_types.py)."""
+    return create_model(
+        f"{data_model.__name__}Event", __base__=Schema,
+        id=int, type=Literal[data_model.type.value], actor=str, data=data_model, created_at=datetime,
+    )
+
+
+# One schema per event type, told apart by `type`: a oneOf with a discriminator in the OpenAPI schema.
+# (Union[...] takes the generated models as one tuple, which `|` cannot.)
+EventOut = Annotated[Union[tuple(event_out_schema(m) for m in EVENT_DATA.values())], Field(discriminator="type")]  # noqa: UP007
 
 
 class EventListOut(Schema):

@@ -6,9 +6,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .errors import DomainError, NotFound
+from .event_types import SessionCreated, SessionUpdated
 from .events import record
 from .model_input import refresh_input_tokens
-from .models import SESSION_KEY_RE, EventType, Project, Role, Session
+from .models import SESSION_KEY_RE, Project, Role, Session
 from .schemas import SessionIn
 from .tokens import REPLY_PRIMING, count_message
 from .validation import validated
@@ -48,7 +49,7 @@ def get_or_create_locked(project: Project, key: str, actor: str) -> tuple[Sessio
             session = Session.objects.create(project=project, key=key, input_tokens=REPLY_PRIMING)
     except IntegrityError:  # created concurrently
         return get_session(project, key, for_update=True), False
-    record(session, EventType.SESSION_CREATED, actor, key=key)
+    record(session, actor, SessionCreated(key=key))
     return get_session(project, key, for_update=True), True
 
 
@@ -83,5 +84,5 @@ def update_session(project: Project, key: str, data: dict, actor: str = "system"
             if "instructions" in changed:
                 refresh_input_tokens(session)
             if not created:
-                record(session, EventType.SESSION_UPDATED, actor, fields=[c for c in changed if c != "instructions_tokens"])
+                record(session, actor, SessionUpdated(fields=[c for c in changed if c != "instructions_tokens"]))
     return session, created

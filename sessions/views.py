@@ -21,6 +21,8 @@ from .api import export_response
 from .api_keys import create_api_key, revoke
 from .compaction import compact
 from .errors import DomainError
+from .event_types import RequestBuilt
+from .events import event_data
 from .inspection import chart_svg_data, checkpoints_of, input_window, page_layout, raw_window, session_view
 from .members import remove_member, set_member
 from .messages import update_message
@@ -274,12 +276,12 @@ def request_view(request: HttpRequest, project: str, key: str, event_id: int) ->
     event = session.events.filter(pk=event_id, type=EventType.REQUEST_BUILT).first()
     if event is None:
         raise Http404("No such request.")
-    data = event.data
-    checkpoint = session.checkpoints.filter(pk=data.get("checkpoint_id")).first() if data.get("checkpoint_id") else None
-    seq_range = data.get("seq_range")
+    data: RequestBuilt = event_data(event)
+    checkpoint = session.checkpoints.filter(pk=data.checkpoint_id).first() if data.checkpoint_id else None
+    seq_range = data.seq_range
     stored = []
     if seq_range:
-        omitted = {o["seq"] for o in data.get("omitted", []) if o.get("whole_message")}
+        omitted = {o.seq for o in data.omitted if o.whole_message}
         stored = [
             m for m in session.messages.filter(seq__gte=seq_range[0], seq__lte=seq_range[1], include_in_messages=True)
             .exclude(role=Role.SYSTEM).order_by("seq")[:500]

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from sessions.api_keys import create_api_key
 from sessions.append import append_messages
+from sessions.checkpoints import create_imported_checkpoint
 from sessions.checks import check_compaction_defaults
 from sessions.compaction import compact
 from sessions.model_input import build_model_input
@@ -288,6 +289,34 @@ def test_an_automatic_compaction_runs_once_the_other_run_is_abandoned(project, s
     types = [(e.type, e.data.get("run")) for e in compaction_events(session)]
     assert types[:2] == [(STARTED, None), (FAILED, cut_off.pk)]
     assert [t for t, _ in types[2:]] == [STARTED, COMPLETED]
+
+
+@pytest.mark.django_db
+def test_a_run_cut_off_after_an_imported_checkpoint_is_closed_too(project, settings):
+    """An imported checkpoint records a COMPACTION_COMPLETED that closes no run (it has no `run`): it
+    must not hide a run a killed server left open."""
+    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+    session = history(project, "imported-then-cut-off")
+    create_imported_checkpoint(session, 2, "The user asked a first question.")
+    cut_off = open_run(session, 600)
+
+    compact(Session.objects.get(pk=session.pk), max_tokens=100_000)
+
+    closing = Event.objects.get(session=session, type=FAILED)
+    assert closing.data["run"] == cut_off.pk and closing.data["error"].startswith("interrupted")
+
+
+@pytest.mark.django_db
+def test_an_imported_checkpoint_does_not_hide_a_run_in_progress(project, settings):
+    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+    session = history(project, "imported-then-busy")
+    create_imported_checkpoint(session, 2, "The user asked a first question.")
+    running = open_run(session, 5)
+
+    outcome = compact(Session.objects.get(pk=session.pk), trigger="auto", max_tokens=10, keep_recent_tokens=5)
+
+    assert outcome.status == "not_run"
+    assert compaction_events(session)[-1].pk == running.pk
 
 
 @pytest.mark.parametrize(("timeout", "abandoned_after", "errors"), [

@@ -2,6 +2,8 @@ import json
 
 from django import template
 
+from sessions import events
+
 register = template.Library()
 
 
@@ -15,3 +17,9 @@ def is_text(content) -> bool:
 def pretty_json(value) -> str:
     """A JSON value as indented text, for display (escaped by the template like any text)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def event_data(event):
+    """An event's data as the model of its type (sessions/event_types.py)."""
+    return events.event_data(event)

@@ -2,8 +2,10 @@
 exact type or by a prefix such as COMPACTION_."""
 
 import pytest
+from django.test import Client
 
-from tests.api.conftest import assert_error
+from sessions.models import Event, EventType
+from tests.api.conftest import API, HOST, assert_error
 
 pytestmark = pytest.mark.django_db
 
@@ -43,6 +45,30 @@ def test_it_lists_every_event_in_order(api, history):
     assert all(set(e) == {"id", "type", "actor", "data", "created_at"} for e in items)
     assert items[1]["data"]["count"] == 3
     assert response.json()["next_after"] is None
+
+
+def test_each_event_s_data_is_shown_as_it_was_stored(api, history):
+    items = api.get("/sessions/chat/events").json()["items"]
+
+    assert [e["data"] for e in items] == [e.data for e in Event.objects.filter(pk__in=[e["id"] for e in items])]
+    assert "summary_tokens" not in items[5]["data"]  # a figure without a value is left out, not null
+    assert items[7]["data"]["covered_seq_range"] == [1, 2]
+
+
+def test_the_schema_describes_the_data_of_each_event_type():
+    document = Client(HTTP_HOST=HOST).get(f"{API}/openapi.json").json()
+    schemas = document["components"]["schemas"]
+
+    item = schemas["EventListOut"]["properties"]["items"]["items"]
+    assert item["discriminator"]["propertyName"] == "type"
+    assert set(item["discriminator"]["mapping"]) == set(EventType.values)
+    assert len(item["oneOf"]) == len(EventType.values)
+    for type_, ref in item["discriminator"]["mapping"].items():
+        event = schemas[ref.rsplit("/", 1)[1]]
+        assert event["properties"]["type"]["const"] == type_
+        data = schemas[event["properties"]["data"]["$ref"].rsplit("/", 1)[1]]
+        assert data["additionalProperties"] is False
+    assert schemas["CompactionOut"]["properties"]["events"]["items"] == item
 
 
 def test_it_filters_by_exact_type(api, history):

@@ -1,0 +1,214 @@
+"""The data of each event type (SPEC §4.4): one model per type, with its fields typed and no others
+allowed. Every writer builds one (`events.record`) and every reader parses stored data through it
+(`events.event_data`), so the shape of an event is written down once, here (the way Zulip's
+lib/event_types.py does it).
+
+The stored JSON is the model's `model_dump(mode="json")`. An optional figure is left out when it has
+no value rather than stored as null, so rows written before these models parse and dump unchanged.
+"""
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic.json_schema import SkipJsonSchema
+from typing_extensions import TypedDict
+
+from .models import EventType
+
+
+def _none(value) -> bool:
+    return value is None
+
+
+# An optional figure is None in Python and absent, never null, in the stored JSON and the API:
+# `run: int | Absent = absent_when_none("…")`.
+Absent = SkipJsonSchema[None]
+
+
+def _no_default(schema: dict) -> None:
+    schema.pop("default", None)
+
+
+def absent_when_none(description: str):
+    return Field(None, exclude_if=_none, description=description, json_schema_extra=_no_default)
+
+
+class EventData(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: ClassVar[EventType]
+
+
+# --- sessions and messages -----------------------------------------------------------------------
+
+
+class SessionCreated(EventData):
+    type = EventType.SESSION_CREATED
+
+    key: str
+
+
+SessionField = Literal["title", "metadata", "instructions", "max_tokens", "keep_recent_tokens", "auto_compact", "summarizer"]
+
+
+class SessionUpdated(EventData):
+    type = EventType.SESSION_UPDATED
+
+    fields: list[SessionField] = Field(description="the session fields the update changed")
+
+
+class MessagesAppended(EventData):
+    type = EventType.MESSAGES_APPENDED
+
+    input_tokens: int = Field(description="the model input's size after the append")
+    count: int = Field(description="messages stored (duplicates not counted)")
+    first_seq: int
+    last_seq: int
+    tokens: int = Field(description="tokens of the stored messages")
+    duplicates: int = Field(description="messages of the batch already stored, not stored again")
+
+
+# A change is {"from": old, "to": new}; `from` is a Python keyword, hence the functional TypedDicts.
+FlagChange = with_config(ConfigDict(extra="forbid"))(TypedDict("FlagChange", {"from": bool, "to": bool}))
+AttributesChange = with_config(ConfigDict(extra="forbid"))(
+    TypedDict("AttributesChange", {"from": dict[str, Any], "to": dict[str, Any]})
+)
+
+
+class MessageChanges(EventData):
+    include_in_messages: FlagChange | Absent = absent_when_none("when the flag changed")
+    attributes: AttributesChange | Absent = absent_when_none("when the attributes changed")
+
+
+class MessageUpdated(EventData):
+    type = EventType.MESSAGE_UPDATED
+
+    seq: int
+    id: str = Field(description="the message's client id")
+    changes: MessageChanges
+    input_tokens: int = Field(description="the model input's size after the change")
+    at_seq: int = Field(description="the session's last seq when it changed")
+
+
+# --- compaction ----------------------------------------------------------------------------------
+
+Trigger = Literal["auto", "request", "import"]
+
+
+class CompactionFigures(EventData):
+    """What every COMPACTION_* event carries: the run's settings and the input it started from."""
+
+    trigger: Trigger
+    max_tokens: int
+    keep_recent_tokens: int
+    tokens_before: int
+    summarizer: str
+
+
+class CompactionStarted(CompactionFigures):
+    type = EventType.COMPACTION_STARTED
+
+
+class CompactionCompleted(CompactionFigures):
+    type = EventType.COMPACTION_COMPLETED
+
+    checkpoint_id: int
+    at_seq: int = Field(description="the session's last seq when the checkpoint was made")
+    covered_seq_range: tuple[int, int]
+    replaced_tokens: int
+    summary_tokens: int
+    tokens_after: int
+    still_over_threshold: bool
+    run: int | Absent = absent_when_none("the COMPACTION_STARTED event's id; none for an imported checkpoint")
+
+
+class CompactionSkipped(CompactionFigures):
+    type = EventType.COMPACTION_SKIPPED
+
+    reason: Literal["under_threshold", "nothing_to_compact", "not_smaller"]
+    summary_tokens: int | Absent = absent_when_none("not_smaller: the summary's tokens")
+    replaced_tokens: int | Absent = absent_when_none("not_smaller: the tokens it would have replaced")
+    run: int = Field(description="the COMPACTION_STARTED event's id")
+
+
+class CompactionFailed(CompactionFigures):
+    type = EventType.COMPACTION_FAILED
+
+    error: str
+    run: int = Field(description="the COMPACTION_STARTED event's id")
+
+
+# --- requests ------------------------------------------------------------------------------------
+
+
+class UnpersistedMessages(EventData):
+    count: int
+    tokens: int
+
+
+class OmittedMessage(EventData):
+    """model_input.Omission.as_dict(): what the request left out to stay valid."""
+
+    seq: int | None
+    reason: str
+    tool_call_id: str | Absent = absent_when_none("the tool call left out")
+    request_index: int | Absent = absent_when_none("for an unpersisted message of the request")
+    whole_message: bool
+
+
+class RequestBuilt(EventData):
+    type = EventType.REQUEST_BUILT
+
+    format: Literal["ctxweb", "openai", "anthropic"]
+    checkpoint_id: int | None
+    seq_range: tuple[int, int] | None = Field(description="the stored messages sent, first and last seq")
+    stored_messages: int
+    tokens: int
+    instructions_tokens: int
+    summary_tokens: int
+    unpersisted: UnpersistedMessages = Field(description="messages sent but not stored: by count and tokens")
+    omitted: list[OmittedMessage]
+    compaction: Literal["completed", "skipped", "failed", "not_run"] | None = Field(
+        description="the automatic compaction the request ran first, if any"
+    )
+
+
+# --- notes and tags ------------------------------------------------------------------------------
+
+
+class NoteAdded(EventData):
+    type = EventType.NOTE_ADDED
+
+    note_id: int
+    seq: int | None = Field(description="the message the note is on; none for the session")
+    text: str = Field(description="the note's first 200 characters")
+
+
+class NoteEdited(NoteAdded):
+    type = EventType.NOTE_EDITED
+
+
+class NoteDeleted(EventData):
+    type = EventType.NOTE_DELETED
+
+    note_id: int
+    seq: int | None
+
+
+class TagsChanged(EventData):
+    type = EventType.TAGS_CHANGED
+
+    before: list[str]
+    after: list[str]
+    added: list[str]
+    removed: list[str]
+
+
+EVENT_DATA: dict[str, type[EventData]] = {
+    model.type: model
+    for model in (
+        SessionCreated, SessionUpdated, MessagesAppended, MessageUpdated,
+        CompactionStarted, CompactionCompleted, CompactionSkipped, CompactionFailed,
+        RequestBuilt, NoteAdded, NoteEdited, NoteDeleted, TagsChanged,
+    )
+}
