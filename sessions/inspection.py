@@ -333,13 +333,16 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
 
 def meter(tokens: int, compaction) -> dict:
     scale = max(compaction.max_tokens, tokens, 1)
+    fill = round(100 * min(tokens, scale) / scale, 2)
+    keep_width = round(100 * min(compaction.keep_recent_tokens, tokens) / scale, 2)
     return {
         "tokens": tokens,
         "max_tokens": compaction.max_tokens,
         "keep_recent_tokens": compaction.keep_recent_tokens,
-        "fill": round(100 * min(tokens, scale) / scale, 2),
+        "fill": fill,
         "threshold": round(100 * compaction.max_tokens / scale, 2),
-        "keep_width": round(100 * min(compaction.keep_recent_tokens, tokens) / scale, 2),
+        "keep_width": keep_width,
+        "keep_x": round(fill - keep_width, 2),  # the keep window ends where the fill ends
         "over": tokens > compaction.max_tokens,
         "percent": round(100 * tokens / max(compaction.max_tokens, 1)),
     }

@@ -46,6 +46,7 @@ URL_ATTRIBUTES = {"href", "src", "action", "formaction", "xlink:href", "data", "
                   "srcset", "codebase", "cite", "longdesc", "dynsrc", "lowsrc"}
 SCRIPT_URL = re.compile(r"^(javascript:|vbscript:|data:text/html|data:application/xhtml|data:text/xml)")
 CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
+METERS = {"meter", "mini-meter"}  # drawn as SVG, like the size chart
 
 
 @dataclass
@@ -279,8 +280,9 @@ def markup_problems(doc: Element) -> list[str]:
             problems.append(f"meta http-equiv {where}")
         if element.tag == "link" and not (element.get("href") or "").startswith("/static/"):
             problems.append(f"link to {where}")
-        if element.tag == "svg" and not any(a.tag == "figure" and "chart" in a.classes for a in element.ancestors()):
-            problems.append(f"an <svg> outside the size chart {where}")
+        if element.tag == "svg" and not any((a.tag == "figure" and "chart" in a.classes) or a.classes & METERS
+                                            for a in element.ancestors()):
+            problems.append(f"an <svg> outside the size chart and the meters {where}")
         if element.tag == "img" and "thumb" not in element.classes:
             problems.append(f"an image that is not a thumbnail {where}")
         if element.tag == "style":
