@@ -27,7 +27,9 @@ from .tokens import REPLY_PRIMING
 RAW_WINDOW = 60
 INPUT_WINDOW = 60
 CHART_POINTS = 400
-PALETTE = 6  # checkpoint colours cycle through this many CSS classes
+# Checkpoint colours cycle through this many CSS classes, cp-0 to cp-5 in static/ctxweb.css
+# (tests/dashboard/test_palette.py holds the two to the same size).
+PALETTE = 6
 
 
 @dataclass
@@ -106,12 +108,17 @@ def checkpoints_of(session: Session) -> list[Checkpoint]:
     return list(session.checkpoints.order_by("last_seq"))
 
 
+def palette_colour(index: int) -> int:
+    """The colour of the checkpoint at `index` in the session's checkpoints, oldest first."""
+    return index % PALETTE
+
+
 def checkpoint_colour(checkpoint: Checkpoint | None, checkpoints: list[Checkpoint]) -> int | None:
     if checkpoint is None:
         return None
     for i, c in enumerate(checkpoints):
         if c.pk == checkpoint.pk:
-            return i % PALETTE
+            return palette_colour(i)
     return None
 
 

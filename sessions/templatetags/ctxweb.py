@@ -2,6 +2,8 @@ import json
 
 from django import template
 
+from sessions.inspection import palette_colour
+
 register = template.Library()
 
 
@@ -15,3 +17,9 @@ def is_text(content) -> bool:
 def pretty_json(value) -> str:
     """A JSON value as indented text, for display (escaped by the template like any text)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def checkpoint_palette(index: int) -> int:
+    """The colour class number (cp-N) of the checkpoint at `index` in the session's list, oldest first."""
+    return palette_colour(index)
