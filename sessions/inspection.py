@@ -29,7 +29,9 @@ from .tokens import REPLY_PRIMING
 RAW_WINDOW = 60
 INPUT_WINDOW = 60
 CHART_POINTS = 400
-PALETTE = 6  # checkpoint colours cycle through this many CSS classes
+# Checkpoint colours cycle through this many CSS classes, cp-0 to cp-5 in static/ctxweb.css
+# (tests/dashboard/test_palette.py holds the two to the same size).
+PALETTE = 6
 
 
 @dataclass
@@ -108,12 +110,17 @@ def checkpoints_of(session: Session) -> list[Checkpoint]:
     return list(session.checkpoints.order_by("last_seq"))
 
 
+def palette_colour(index: int) -> int:
+    """The colour of the checkpoint at `index` in the session's checkpoints, oldest first."""
+    return index % PALETTE
+
+
 def checkpoint_colour(checkpoint: Checkpoint | None, checkpoints: list[Checkpoint]) -> int | None:
     if checkpoint is None:
         return None
     for i, c in enumerate(checkpoints):
         if c.pk == checkpoint.pk:
-            return i % PALETTE
+            return palette_colour(i)
     return None
 
 
@@ -331,13 +338,16 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
 
 def meter(tokens: int, compaction) -> dict:
     scale = max(compaction.max_tokens, tokens, 1)
+    fill = round(100 * min(tokens, scale) / scale, 2)
+    keep_width = round(100 * min(compaction.keep_recent_tokens, tokens) / scale, 2)
     return {
         "tokens": tokens,
         "max_tokens": compaction.max_tokens,
         "keep_recent_tokens": compaction.keep_recent_tokens,
-        "fill": round(100 * min(tokens, scale) / scale, 2),
+        "fill": fill,
         "threshold": round(100 * compaction.max_tokens / scale, 2),
-        "keep_width": round(100 * min(compaction.keep_recent_tokens, tokens) / scale, 2),
+        "keep_width": keep_width,
+        "keep_x": round(fill - keep_width, 2),  # the keep window ends where the fill ends
         "over": tokens > compaction.max_tokens,
         "percent": round(100 * tokens / max(compaction.max_tokens, 1)),
     }

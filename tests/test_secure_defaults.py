@@ -156,7 +156,7 @@ def test_every_response_carries_the_security_headers(responses, name):
 @pytest.mark.parametrize("name", ["login_page", "dashboard"])
 def test_dashboard_pages_carry_a_content_security_policy(responses, name):
     policy = header(responses[name], "Content-Security-Policy")
-    assert policy and "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert policy and "script-src 'self';" in policy and "style-src 'self';" in policy and "frame-ancestors 'none'" in policy
 
 
 def test_the_csrf_cookie_is_secure_httponly_and_samesite(responses):

@@ -3,6 +3,7 @@ import json
 from django import template
 
 from sessions import events
+from sessions.inspection import palette_colour
 
 register = template.Library()
 
@@ -23,3 +24,9 @@ def pretty_json(value) -> str:
 def event_data(event):
     """An event's data as the model of its type (sessions/event_types.py)."""
     return events.event_data(event)
+
+
+@register.filter
+def checkpoint_palette(index: int) -> int:
+    """The colour class number (cp-N) of the checkpoint at `index` in the session's list, oldest first."""
+    return palette_colour(index)

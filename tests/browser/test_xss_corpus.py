@@ -57,7 +57,7 @@ INSPECT = r"""() => {
     if (tag === "script" && !(el.src || "").startsWith(location.origin + "/static/")) {
       problems.push("script " + describe(el));
     }
-    if (tag === "svg" && !el.closest("figure.chart")) { problems.push("svg outside the chart " + describe(el)); }
+    if (tag === "svg" && !el.closest("figure.chart, .meter, .mini-meter")) { problems.push("svg outside the chart and the meters " + describe(el)); }
     if (tag === "img" && !el.classList.contains("thumb")) { problems.push("image " + describe(el)); }
     for (const attr of el.attributes) {
       const name = attr.name.toLowerCase();

@@ -180,6 +180,31 @@ def test_the_meter_shows_model_input_tokens_against_max_tokens_and_the_keep_wind
     assert "keep_recent_tokens 200" in text
 
 
+def percent(element, name: str) -> float:
+    value = element.get(name)
+    assert value.endswith("%"), (name, value)
+    return float(value.removesuffix("%"))
+
+
+def test_the_meter_is_drawn_in_svg_with_its_sizes_as_attributes(viewer_client, story):
+    """No inline style: the fill, the keep window and the threshold are SVG shapes placed by attributes."""
+    meter = page(viewer_client, story).one(role="meter")
+    fill, keep, threshold = meter.one(cls="fill"), meter.one("svg", cls="keep"), meter.one(cls="threshold")
+    assert percent(fill, "width") == round(100 * story.session.input_tokens / 4000, 2)
+    assert percent(keep, "width") == 5  # keep_recent_tokens 200 of 4000
+    assert percent(keep, "x") == round(percent(fill, "width") - 5, 2)  # it ends where the fill ends
+    assert percent(threshold, "x") == 100
+    assert "over" not in meter.classes
+
+
+def test_over_max_tokens_the_meter_is_full_and_the_threshold_moves_in(viewer_client, story):
+    Session.objects.filter(pk=story.session.pk).update(max_tokens=story.session.input_tokens // 2)
+    meter = page(viewer_client, story).one(role="meter")
+    assert "over" in meter.classes
+    assert percent(meter.one(cls="fill"), "width") == 100
+    assert 49 <= percent(meter.one(cls="threshold"), "x") <= 51
+
+
 def test_the_page_links_to_the_chart_and_lists_the_compaction_events(viewer_client, story):
     doc = page(viewer_client, story)
     chart = doc.one(cls="chart-box")

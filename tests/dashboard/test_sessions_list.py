@@ -77,6 +77,16 @@ def test_a_session_over_max_tokens_has_its_mini_meter_marked_over(viewer_client,
     assert "over" in meter.classes
 
 
+def test_the_mini_meter_fills_its_share_of_max_tokens_up_to_full(viewer_client, project):
+    half = make_session(project, "half", count=4, text="word " * 50)
+    Session.objects.filter(pk=half.pk).update(max_tokens=half.input_tokens * 2)
+    big = make_session(project, "big", count=4, text="word " * 50)
+    Session.objects.filter(pk=big.pk).update(max_tokens=20)
+    found = rows(viewer_client.get(LIST))
+    assert found["half"][4].one(cls="mini-meter").one("rect").get("width") == "50%"
+    assert found["big"][4].one(cls="mini-meter").one("rect").get("width") == "100%"
+
+
 def test_a_failed_compaction_is_shown_on_its_row(viewer_client, failed_session):
     cells = rows(viewer_client.get(LIST))[failed_session.key]
     assert "1 failed" in cells[5].text()

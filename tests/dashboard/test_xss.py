@@ -202,6 +202,7 @@ def test_dashboard_pages_carry_a_csp_that_allows_scripts_only_from_self(viewer_c
         assert script_src == ["'self'"], (url, script_src)
         assert csp.get("object-src") == ["'none'"], url
         assert "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
+        assert csp.get("style-src") == ["'self'"], url  # no inline style either
 
 
 def test_the_login_page_and_error_pages_also_carry_the_csp(anonymous_client, viewer_client):
