@@ -12,14 +12,12 @@ from django.db.models.functions import Mod, RowNumber
 
 from .explain import Explanation, covering_checkpoint, explain_messages
 from .model_input import (
-    Layout,
+    ModelInputShape,
     Reason,
-    StoredLayout,
     kept_tokens,
     layout_model_input,
     stored_layout,
     summary_message_text,
-    visible_messages,
 )
 from .models import Checkpoint, Event, EventType, Message, Note, Role, Session
 from .tokens import REPLY_PRIMING
@@ -141,7 +139,7 @@ def _calls(message: Message, results, dropped=()) -> list[ToolCallView]:
 
 def raw_window(
     session: Session,
-    layout: Layout,
+    layout: ModelInputShape,
     checkpoints: list[Checkpoint],
     *,
     after: int | None = None,
@@ -186,29 +184,11 @@ def raw_window(
     )
 
 
-def _input_tail(session: Session, layout, before_seq: int | None, limit: int) -> list[Message]:
-    """The newest `limit` stored messages of the input (before `before_seq`), in seq order."""
-    if isinstance(layout, StoredLayout):
-        left_out = layout.left_out
-        after = layout.checkpoint.last_seq if layout.checkpoint else 0
-        qs = visible_messages(session, after)
-        if before_seq is not None:
-            qs = qs.filter(seq__lt=before_seq)
-        newest = [m for m in qs.order_by("-seq")[: limit + len(left_out)] if m.seq not in left_out]
-        return newest[:limit][::-1]
-    positions = layout.positions()
-    kept = sorted(positions, key=positions.get)
-    if before_seq is not None:
-        kept = [seq for seq in kept if seq < before_seq]
-    shown = kept[-limit:]
-    return list(session.messages.filter(seq__in=shown).order_by("seq")) if shown else []
-
-
-def input_window(session: Session, layout, checkpoints: list[Checkpoint], *, before: int | None = None,
-                 limit: int = INPUT_WINDOW) -> InputWindow:
+def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Checkpoint], *,
+                 before: int | None = None, limit: int = INPUT_WINDOW) -> InputWindow:
     """The newest `limit` stored messages of the model input (or those before seq `before`), with the
     instructions and the summary at the top when the window reaches the start."""
-    shown = _input_tail(session, layout, before, limit)
+    shown = layout.stored_tail(before, limit)
     positions = layout.positions(shown)
     first_position = positions[shown[0].seq] if shown else None
     earlier = first_position - layout.head_count - 1 if shown else 0
@@ -235,7 +215,7 @@ def input_window(session: Session, layout, checkpoints: list[Checkpoint], *, bef
     return InputWindow(items, earlier, first_position, shown[0].seq if shown else None)
 
 
-def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None):
+def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None) -> ModelInputShape:
     """The model input the page explains: the one built now, from the session's stored figures, or
     the one as of message `as_of`, laid out again (reading every visible row up to it)."""
     if as_of is None:
