@@ -18,6 +18,7 @@ from .model_input import (
     layout_model_input,
     stored_layout,
     summary_message_text,
+    visible_messages,
 )
 from .models import Checkpoint, Event, EventType, Message, Note, Role, Session
 from .tokens import REPLY_PRIMING
@@ -25,6 +26,7 @@ from .tokens import REPLY_PRIMING
 RAW_WINDOW = 60
 INPUT_WINDOW = 60
 CHART_POINTS = 400
+DIFF_WINDOW = 300
 PALETTE = 6  # checkpoint colours cycle through this many CSS classes
 
 
@@ -222,6 +224,48 @@ def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | No
         latest = max(checkpoints, key=lambda c: c.last_seq) if checkpoints else None
         return stored_layout(session, checkpoint=latest)
     return layout_model_input(session, as_of=as_of)
+
+
+def checkpoint_as_of(session: Session, checkpoint_id: int) -> int | None:
+    """The seq the input "as of" a checkpoint ends at (the highest seq when it was made), or None when the
+    session has no such checkpoint."""
+    return session.checkpoints.filter(pk=checkpoint_id).values_list("created_at_seq", flat=True).first()
+
+
+@dataclass
+class CompactionDiff:
+    """What a compaction changed: what left the input, what replaced it, what stayed."""
+
+    checkpoint: Checkpoint
+    previous: Checkpoint | None
+    summary_text: str
+    previous_text: str
+    left: list[Message]  # the messages it newly covers (the first `limit`)
+    left_more: int
+    stayed: list[Message]  # the visible messages after it, up to where it was made (the first `limit`)
+    stayed_more: int
+    event: Event | None  # its COMPACTION_COMPLETED
+
+
+def compaction_diff(session: Session, checkpoint: Checkpoint, limit: int = DIFF_WINDOW) -> CompactionDiff:
+    left = list(
+        session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq).order_by("seq")[:limit]
+    )
+    stayed = visible_messages(session, checkpoint.last_seq, as_of=checkpoint.created_at_seq)
+    shown = list(stayed[:limit])
+    previous = checkpoint.previous
+    return CompactionDiff(
+        checkpoint=checkpoint,
+        previous=previous,
+        summary_text=summary_message_text(checkpoint.summary, checkpoint.last_seq),
+        previous_text=summary_message_text(previous.summary, previous.last_seq) if previous else "",
+        left=left,
+        left_more=checkpoint.last_seq - checkpoint.first_seq + 1 - len(left),
+        stayed=shown,
+        stayed_more=stayed.count() - len(shown) if len(shown) == limit else 0,
+        event=Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED,
+                                   data__checkpoint_id=checkpoint.pk).first(),
+    )
 
 
 def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
