@@ -66,7 +66,7 @@ def session_url(session: Session, **params) -> str:
 def session_list(request: HttpRequest) -> HttpResponse:
     form = SessionListForm(request.GET)
     filters = form.filters()
-    sessions = find_sessions(list(access.roles_of(request.user)), filters, with_tags=True)
+    sessions = find_sessions(access.project_ids_for(request.user), filters, with_tags=True)
     size = form.page_size()
     page = Paginator(sessions, size).get_page(request.GET.get("page"))
     rows = []
