@@ -2,11 +2,9 @@
 
 import base64
 import binascii
-import json
 from datetime import datetime
 
 from django.db.models import Q
-from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router
 from ninja.responses import Status
 from pydantic_core import PydanticCustomError
@@ -14,9 +12,10 @@ from pydantic_core import PydanticCustomError
 from . import schemas as s
 from .append import append_messages
 from .compaction import compact, compact_if_needed
-from .errors import DomainError, NotFound
-from .exports import export_json, export_jsonl, export_markdown
+from .errors import DomainError
+from .exports import export_response
 from .formats import model_input_response
+from .listing import SessionFilters, find_sessions
 from .messages import update_message
 from .model_input import build_model_input
 from .models import Session
@@ -126,13 +125,11 @@ def _encode_cursor(session: Session) -> str:
                                 NextPage=link("list_sessions", cursor="$response.body#/next_cursor")))
 def list_sessions(
     request,
-    q: str = Query("", max_length=200, description="search in key and title"),
+    q: str = Query("", max_length=200, description="search: text in the key, title or metadata, or words of a message"),
     limit: int = Query(50, ge=1, le=200),
     cursor: str = Query("", max_length=200),
 ):
-    qs = Session.objects.filter(project=project(request)).select_related("project")
-    if q:
-        qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q))
+    qs = find_sessions([project(request).pk], SessionFilters(q=q))
     if cursor:
         stamp, pk = _decode_cursor(cursor)
         qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))
@@ -280,21 +277,3 @@ EXPORT_RESPONSES = {
 def export(request, key: str, format: str = Query("json", pattern="^(json|jsonl|markdown)$")):
     session = get_session(project(request), key)
     return export_response(session, format)
-
-
-def export_response(session: Session, fmt: str):
-    """The download of one export; shared by the API and the dashboard."""
-    name = session.key.replace(":", "_").replace("@", "_")
-    if fmt == "jsonl":
-        response = StreamingHttpResponse(export_jsonl(session), content_type="application/x-ndjson")
-        response["Content-Disposition"] = f'attachment; filename="{name}.jsonl"'
-    elif fmt == "markdown":
-        response = StreamingHttpResponse(export_markdown(session), content_type="text/markdown; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
-    elif fmt == "json":
-        response = HttpResponse(json.dumps(export_json(session), ensure_ascii=False), content_type="application/json")
-        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
-    else:
-        raise NotFound("Unknown export format.", code="unknown_format")
-    return response
-

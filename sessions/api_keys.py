@@ -72,3 +72,11 @@ def revoke(key: ApiKey) -> None:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+
+
+def keys_of(projects) -> list[ApiKey]:
+    """The API keys of `projects`, by project, newest first, with who created them."""
+    return list(
+        ApiKey.objects.filter(project__in=projects).select_related("project", "created_by")
+        .order_by("project__name", "-created_at")
+    )

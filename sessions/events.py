@@ -6,6 +6,8 @@ from django.utils import timezone
 from .event_types import EVENT_DATA, EventData
 from .models import Event, Session
 
+EVENTS_PAGE = 40
+
 
 def record(session: Session, actor: str, data: EventData) -> Event:
     """Store an event of data's type."""
@@ -22,3 +24,13 @@ def parse_event_data(type: str, data: dict) -> EventData:
 
 def event_data(event: Event) -> EventData:
     return parse_event_data(event.type, event.data)
+
+
+def newest_events(session: Session, before: int | None = None, limit: int = EVENTS_PAGE) -> tuple[list[Event], bool]:
+    """A page of the session's events, newest first (those before event id `before`), and whether an older
+    page may follow."""
+    events = session.events.all()
+    if before is not None:
+        events = events.filter(pk__lt=before)
+    page = list(events.order_by("-pk")[:limit])
+    return page, len(page) == limit

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .model_input import Layout, ModelInput, Omission, Reason, StoredLayout
+from .model_input import ModelInputShape, Omission, Reason
 from .models import Checkpoint, Message, Role
 
 
@@ -34,11 +34,10 @@ def covering_checkpoint(checkpoints: list[Checkpoint], seq: int) -> Checkpoint |
 
 
 def explain_messages(
-    messages: list[Message], model_input: ModelInput | Layout | StoredLayout, checkpoints: list[Checkpoint]
+    messages: list[Message], model_input: ModelInputShape, checkpoints: list[Checkpoint]
 ) -> dict[int, Explanation]:
-    """Explanations for `messages` (any window of the raw log, in seq order) against one model input:
-    built in full (ModelInput), laid out from the visible rows (Layout), or read from the figures
-    stored on the session (StoredLayout).
+    """Explanations for `messages` (any window of the raw log, in seq order) against one model input,
+    in any of its forms (sessions.model_input.ModelInputShape).
 
     `checkpoints` are the session's checkpoints (any order); only those the input's checkpoint extends
     count as covering.
@@ -48,7 +47,7 @@ def explain_messages(
     chain = [c for c in checkpoints if current is not None and c.last_seq <= current.last_seq]
     positions = model_input.positions(messages)
     dropped = model_input.dropped
-    omissions = model_input.omission_for()
+    omissions = model_input.omitted_by_seq
     total = model_input.entry_count
     return {
         message.seq: _explain(message, model_input, boundary, chain, positions, dropped, omissions, total)

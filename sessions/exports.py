@@ -1,9 +1,13 @@
 """Exports of one session (SPEC §5.11): lossless JSON (its messages can be appended as they are to
-re-create the raw log), JSON Lines, and a readable Markdown transcript."""
+re-create the raw log), JSON Lines, and a readable Markdown transcript, and the download that carries
+each, the same for the API and the dashboard."""
 
 import json
 from collections.abc import Iterator
 
+from django.http import HttpResponse, StreamingHttpResponse
+
+from .errors import NotFound
 from .models import Checkpoint, Message, Session
 from .schemas import CheckpointRecord, MessageRecord, SessionRecord
 
@@ -119,3 +123,20 @@ def _pretty(arguments: str) -> str:
         return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except ValueError:
         return arguments
+
+
+def export_response(session: Session, fmt: str) -> HttpResponse | StreamingHttpResponse:
+    """The download of one export; shared by the API and the dashboard."""
+    name = session.key.replace(":", "_").replace("@", "_")
+    if fmt == "jsonl":
+        response = StreamingHttpResponse(export_jsonl(session), content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="{name}.jsonl"'
+    elif fmt == "markdown":
+        response = StreamingHttpResponse(export_markdown(session), content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
+    elif fmt == "json":
+        response = HttpResponse(json.dumps(export_json(session), ensure_ascii=False), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+    else:
+        raise NotFound("Unknown export format.", code="unknown_format")
+    return response

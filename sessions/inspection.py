@@ -14,9 +14,8 @@ from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from .events import event_data
 from .explain import Explanation, covering_checkpoint, explain_messages
 from .model_input import (
-    Layout,
+    ModelInputShape,
     Reason,
-    StoredLayout,
     kept_tokens,
     layout_model_input,
     stored_layout,
@@ -29,6 +28,7 @@ from .tokens import REPLY_PRIMING
 RAW_WINDOW = 60
 INPUT_WINDOW = 60
 CHART_POINTS = 400
+DIFF_WINDOW = 300
 # Checkpoint colours cycle through this many CSS classes, cp-0 to cp-5 in static/ctxweb.css
 # (tests/dashboard/test_palette.py holds the two to the same size).
 PALETTE = 6
@@ -150,7 +150,7 @@ def _calls(message: Message, results, dropped=()) -> list[ToolCallView]:
 
 def raw_window(
     session: Session,
-    layout: Layout,
+    layout: ModelInputShape,
     checkpoints: list[Checkpoint],
     *,
     after: int | None = None,
@@ -195,29 +195,11 @@ def raw_window(
     )
 
 
-def _input_tail(session: Session, layout, before_seq: int | None, limit: int) -> list[Message]:
-    """The newest `limit` stored messages of the input (before `before_seq`), in seq order."""
-    if isinstance(layout, StoredLayout):
-        left_out = layout.left_out
-        after = layout.checkpoint.last_seq if layout.checkpoint else 0
-        qs = visible_messages(session, after)
-        if before_seq is not None:
-            qs = qs.filter(seq__lt=before_seq)
-        newest = [m for m in qs.order_by("-seq")[: limit + len(left_out)] if m.seq not in left_out]
-        return newest[:limit][::-1]
-    positions = layout.positions()
-    kept = sorted(positions, key=positions.get)
-    if before_seq is not None:
-        kept = [seq for seq in kept if seq < before_seq]
-    shown = kept[-limit:]
-    return list(session.messages.filter(seq__in=shown).order_by("seq")) if shown else []
-
-
-def input_window(session: Session, layout, checkpoints: list[Checkpoint], *, before: int | None = None,
-                 limit: int = INPUT_WINDOW) -> InputWindow:
+def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Checkpoint], *,
+                 before: int | None = None, limit: int = INPUT_WINDOW) -> InputWindow:
     """The newest `limit` stored messages of the model input (or those before seq `before`), with the
     instructions and the summary at the top when the window reaches the start."""
-    shown = _input_tail(session, layout, before, limit)
+    shown = layout.stored_tail(before, limit)
     positions = layout.positions(shown)
     first_position = positions[shown[0].seq] if shown else None
     earlier = first_position - layout.head_count - 1 if shown else 0
@@ -244,13 +226,55 @@ def input_window(session: Session, layout, checkpoints: list[Checkpoint], *, bef
     return InputWindow(items, earlier, first_position, shown[0].seq if shown else None)
 
 
-def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None):
+def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None) -> ModelInputShape:
     """The model input the page explains: the one built now, from the session's stored figures, or
     the one as of message `as_of`, laid out again (reading every visible row up to it)."""
     if as_of is None:
         latest = max(checkpoints, key=lambda c: c.last_seq) if checkpoints else None
         return stored_layout(session, checkpoint=latest)
     return layout_model_input(session, as_of=as_of)
+
+
+def checkpoint_as_of(session: Session, checkpoint_id: int) -> int | None:
+    """The seq the input "as of" a checkpoint ends at (the highest seq when it was made), or None when the
+    session has no such checkpoint."""
+    return session.checkpoints.filter(pk=checkpoint_id).values_list("created_at_seq", flat=True).first()
+
+
+@dataclass
+class CompactionDiff:
+    """What a compaction changed: what left the input, what replaced it, what stayed."""
+
+    checkpoint: Checkpoint
+    previous: Checkpoint | None
+    summary_text: str
+    previous_text: str
+    left: list[Message]  # the messages it newly covers (the first `limit`)
+    left_more: int
+    stayed: list[Message]  # the visible messages after it, up to where it was made (the first `limit`)
+    stayed_more: int
+    event: Event | None  # its COMPACTION_COMPLETED
+
+
+def compaction_diff(session: Session, checkpoint: Checkpoint, limit: int = DIFF_WINDOW) -> CompactionDiff:
+    left = list(
+        session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq).order_by("seq")[:limit]
+    )
+    stayed = visible_messages(session, checkpoint.last_seq, as_of=checkpoint.created_at_seq)
+    shown = list(stayed[:limit])
+    previous = checkpoint.previous
+    return CompactionDiff(
+        checkpoint=checkpoint,
+        previous=previous,
+        summary_text=summary_message_text(checkpoint.summary, checkpoint.last_seq),
+        previous_text=summary_message_text(previous.summary, previous.last_seq) if previous else "",
+        left=left,
+        left_more=checkpoint.last_seq - checkpoint.first_seq + 1 - len(left),
+        stayed=shown,
+        stayed_more=stayed.count() - len(shown) if len(shown) == limit else 0,
+        event=Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED,
+                                   data__checkpoint_id=checkpoint.pk).first(),
+    )
 
 
 def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:

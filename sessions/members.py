@@ -23,3 +23,8 @@ def set_member(project: Project, username: str, role: str) -> tuple[Membership, 
 def remove_member(project: Project, username: str) -> bool:
     deleted, _ = Membership.objects.filter(project=project, user__username=username).delete()
     return bool(deleted)
+
+
+def members_of(project: Project):
+    """The project's memberships with their users, by user name."""
+    return project.memberships.select_related("user").order_by("user__username")

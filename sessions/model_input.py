@@ -7,6 +7,7 @@ and every explanation agree on what the model sees.
 """
 
 import json
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -94,8 +95,76 @@ def omissions_by_seq(omitted: list[Omission]) -> dict[int, list[Omission]]:
     return by_seq
 
 
+class ModelInputShape(ABC):
+    """What every form of the model input tells about the stored messages, whichever way it was made:
+    built in full with content (ModelInput), laid out from the figures of the visible rows (Layout), or
+    read from the figures stored on the session (StoredLayout). Explain and the session page read only
+    this, so they never ask which form they were given."""
+
+    session: Session
+    checkpoint: Checkpoint | None
+    as_of: int | None
+    omitted: list[Omission]  # what the input leaves out to stay valid
+    tokens: int
+    message_count: int  # stored messages in the input
+
+    @property
+    def head_count(self) -> int:
+        """Entries before the stored messages: the instructions and the summary."""
+        return int(bool(self.session.instructions_tokens)) + int(self.checkpoint is not None)
+
+    @property
+    def entry_count(self) -> int:
+        return self.head_count + self.message_count
+
+    @cached_property
+    def omitted_by_seq(self) -> dict[int, list[Omission]]:
+        return omissions_by_seq(self.omitted)
+
+    @cached_property
+    def left_out(self) -> set[int]:
+        """Seqs of stored messages left out of the input entirely."""
+        return {o.seq for o in self.omitted if o.whole_message and o.seq is not None}
+
+    @cached_property
+    def dropped(self) -> dict[int, list[str]]:
+        """seq -> tool call ids left out of that stored message (the whole message, or only those calls)."""
+        dropped = defaultdict(list)
+        for o in self.omitted:
+            if o.reason == Reason.DROPPED and o.seq is not None:
+                dropped[o.seq] += o.tool_call_id.split(", ")
+        return dict(dropped)
+
+    @abstractmethod
+    def positions(self, messages) -> dict[int, int]:
+        """seq -> 1-based position in the model input, for those of `messages` (a window of the raw
+        log, in seq order) that are in it."""
+
+    @abstractmethod
+    def stored_tail(self, before_seq: int | None, limit: int) -> list[Message]:
+        """The newest `limit` stored messages of the input (before `before_seq`), in seq order."""
+
+
+class _Placed(ModelInputShape):
+    """A form of the model input that read every stored message it holds, so it knows where each is."""
+
+    @property
+    @abstractmethod
+    def every_position(self) -> dict[int, int]:
+        """seq -> position, for every stored message in the input, in input order."""
+
+    def positions(self, messages) -> dict[int, int]:
+        every = self.every_position
+        return {m.seq: every[m.seq] for m in messages if m.seq in every}
+
+    def stored_tail(self, before_seq: int | None, limit: int) -> list[Message]:
+        kept = [seq for seq in self.every_position if before_seq is None or seq < before_seq]
+        shown = kept[-limit:]
+        return list(self.session.messages.filter(seq__in=shown).order_by("seq")) if shown else []
+
+
 @dataclass
-class ModelInput:
+class ModelInput(_Placed):
     session: Session
     checkpoint: Checkpoint | None
     as_of: int | None
@@ -115,19 +184,22 @@ class ModelInput:
         seqs = [e.seq for e in self.entries if e.seq is not None]
         return (min(seqs), max(seqs)) if seqs else None
 
-    def omission_for(self) -> dict[int, list[Omission]]:
-        return omissions_by_seq(self.omitted)
-
-    def positions(self, messages=None) -> dict[int, int]:
+    @cached_property
+    def every_position(self) -> dict[int, int]:
         return {entry.seq: i for i, entry in enumerate(self.entries, start=1) if entry.seq is not None}
 
     @property
-    def dropped(self) -> dict[int, list[str]]:
-        return {e.seq: e.dropped_calls for e in self.entries if e.seq is not None and e.dropped_calls}
+    def head_count(self) -> int:
+        # The request may bring its own instructions, so the head is counted, not derived.
+        return sum(1 for e in self.entries if e.kind in ("instructions", "summary"))
+
+    @property
+    def message_count(self) -> int:
+        return len(self.message_entries)
 
     @property
     def entry_count(self) -> int:
-        return len(self.entries)
+        return len(self.entries)  # the request's unpersisted messages included
 
 
 # --- validity ------------------------------------------------------------------------------------
@@ -341,7 +413,7 @@ def visible_rows(session: Session, after_seq: int, as_of: int | None = None) -> 
 
 
 @dataclass
-class Layout:
+class Layout(_Placed):
     """The shape of the model input (which stored messages are in it, where, with how many tokens)
     from stored figures only: no content is read and nothing is tokenized."""
 
@@ -350,36 +422,18 @@ class Layout:
     as_of: int | None
     rows: list  # the visible messages after the checkpoint (and up to as_of)
     kept_tokens: dict[int, int]  # seq -> tokens that message adds to the input (0 when left out)
-    dropped: dict[int, list[str]]  # seq -> tool call ids left out of that message
     omitted: list[Omission]
     tokens: int
 
-    @property
-    def head_count(self) -> int:
-        """Entries before the stored messages: the instructions and the summary."""
-        return int(bool(self.session.instructions_tokens)) + int(self.checkpoint is not None)
-
-    @property
-    def _left_out(self) -> set[int]:
-        return {o.seq for o in self.omitted if o.whole_message}
-
-    def positions(self, messages=None) -> dict[int, int]:
-        """seq -> 1-based position in the model input, for the stored messages in it."""
-        start = self.head_count
-        left_out = self._left_out
+    @cached_property
+    def every_position(self) -> dict[int, int]:
+        left_out = self.left_out
         kept = [row.seq for row in self.rows if row.seq not in left_out]
-        return {seq: start + i for i, seq in enumerate(kept, start=1)}
+        return {seq: self.head_count + i for i, seq in enumerate(kept, start=1)}
 
     @property
     def message_count(self) -> int:
-        return len(self.rows) - len(self._left_out)
-
-    @property
-    def entry_count(self) -> int:
-        return self.head_count + self.message_count
-
-    def omission_for(self) -> dict[int, list[Omission]]:
-        return omissions_by_seq(self.omitted)
+        return len(self.rows) - len(self.left_out)
 
 
 def layout_model_input(
@@ -397,12 +451,11 @@ def layout_model_input(
     total = REPLY_PRIMING + session.instructions_tokens + sum(kept.values())
     if checkpoint:
         total += checkpoint.summary_tokens
-    dropped = {rows[i].seq: ids for i, ids in verdict.dropped.items()}
-    return Layout(session, checkpoint or None, as_of, rows, kept, dropped, [o for _, o in verdict.omitted], total)
+    return Layout(session, checkpoint or None, as_of, rows, kept, [o for _, o in verdict.omitted], total)
 
 
 @dataclass
-class StoredLayout:
+class StoredLayout(ModelInputShape):
     """The model input as built now, read from the figures stored on the session (input_tokens,
     input_messages, input_left_out), which every change keeps up to date. Positions cost at most one
     COUNT; nothing else is read, so a page of a 100,000-message session lays out like a small one."""
@@ -420,47 +473,24 @@ class StoredLayout:
         return [Omission.from_dict(o) for o in self.session.input_left_out]
 
     @property
-    def head_count(self) -> int:
-        return int(bool(self.session.instructions_tokens)) + int(self.checkpoint is not None)
-
-    @property
     def message_count(self) -> int:
         return self.session.input_messages
 
     @property
-    def entry_count(self) -> int:
-        return self.head_count + self.message_count
-
-    @cached_property
-    def dropped(self) -> dict[int, list[str]]:
-        dropped = defaultdict(list)
-        for o in self.omitted:
-            if o.reason == Reason.DROPPED:
-                dropped[o.seq] += o.tool_call_id.split(", ")
-        return dict(dropped)
-
-    def omission_for(self) -> dict[int, list[Omission]]:
-        return omissions_by_seq(self.omitted)
-
-    @cached_property
-    def left_out(self) -> set[int]:
-        """Seqs of stored messages left out of the input entirely."""
-        return {o.seq for o in self.omitted if o.whole_message}
+    def _after(self) -> int:
+        return self.checkpoint.last_seq if self.checkpoint else 0
 
     def in_input(self, message) -> bool:
-        after = self.checkpoint.last_seq if self.checkpoint else 0
-        return (message.seq > after and message.include_in_messages and message.role != Role.SYSTEM
+        return (message.seq > self._after and message.include_in_messages and message.role != Role.SYSTEM
                 and message.seq not in self.left_out)
 
     def kept_after(self, seq: int) -> int:
         """How many stored messages of the input come after `seq` (an indexed COUNT)."""
         left_out = sum(1 for s in self.left_out if s > seq)
-        after = self.checkpoint.last_seq if self.checkpoint else 0
-        return visible_messages(self.session, max(seq, after)).count() - left_out
+        return visible_messages(self.session, max(seq, self._after)).count() - left_out
 
     def positions(self, messages) -> dict[int, int]:
-        """seq -> 1-based position in the model input, for those of `messages` (a window of the raw
-        log, in seq order) that are in it; counted back from the end of the input."""
+        """Counted back from the end of the input."""
         if not messages:
             return {}
         kept = [m.seq for m in messages if self.in_input(m)]
@@ -471,6 +501,15 @@ class StoredLayout:
         later = self.kept_after(messages[-1].seq)
         last = self.entry_count - later
         return {seq: last - i for i, seq in enumerate(reversed(kept))}
+
+    def stored_tail(self, before_seq: int | None, limit: int) -> list[Message]:
+        """The newest visible rows, less those left out: one bounded read from the end of the log."""
+        qs = visible_messages(self.session, self._after)
+        if before_seq is not None:
+            qs = qs.filter(seq__lt=before_seq)
+        left_out = self.left_out
+        newest = [m for m in qs.order_by("-seq")[: limit + len(left_out)] if m.seq not in left_out]
+        return newest[:limit][::-1]
 
 
 def stored_layout(session: Session, checkpoint: Checkpoint | None | bool = False) -> StoredLayout:

@@ -72,9 +72,18 @@ def parse_tags(text: str) -> list[str]:
     return names
 
 
+def session_notes(session: Session):
+    """The session's notes, oldest first, with their authors."""
+    return session.notes.select_related("author").order_by("created_at", "pk")
+
+
+def tag_names(session: Session) -> list[str]:
+    return sorted(session.tags.values_list("name", flat=True))
+
+
 def set_tags(session: Session, user, names: list[str]) -> list[str]:
     with transaction.atomic():
-        before = sorted(session.tags.values_list("name", flat=True))
+        before = tag_names(session)
         if before == names:
             return names
         tags = [Tag.objects.get_or_create(project=session.project, name=name)[0] for name in names]

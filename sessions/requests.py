@@ -1,6 +1,6 @@
 """Building the next request to the model (SPEC §5.9): store what may be stored, compact when the
 request crosses max_tokens, return the model input with the request's unpersisted messages, and
-record REQUEST_BUILT with what was sent."""
+record REQUEST_BUILT with what was sent; and reading back what a recorded request sent."""
 
 from dataclasses import dataclass
 
@@ -9,9 +9,9 @@ from django.db import transaction
 from .append import AppendResult, Batch, append_messages, parse_batch
 from .compaction import Outcome, compact_if_needed
 from .event_types import RequestBuilt
-from .events import record
-from .model_input import ModelInput, build_model_input
-from .models import Event, Project, Role
+from .events import event_data, record
+from .model_input import ModelInput, build_model_input, summary_message_text, visible_messages
+from .models import Checkpoint, Event, EventType, Message, Project, Role, Session
 from .store import get_or_create_locked, update_session
 
 
@@ -61,3 +61,34 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
         compaction=compaction.status if compaction else None,
     ))
     return BuiltRequest(model_input, appended, compaction, event)
+
+
+SENT_WINDOW = 500
+
+
+@dataclass
+class SentRequest:
+    """What one REQUEST_BUILT sent, rebuilt from the event's figures and the stored messages."""
+
+    event: Event
+    data: RequestBuilt
+    checkpoint: Checkpoint | None
+    summary_text: str
+    stored: list[Message]  # the stored messages it sent (today's include flags; the first SENT_WINDOW)
+
+
+def sent_request(session: Session, event_id: int) -> SentRequest | None:
+    """The request recorded by event `event_id` of the session, or None when there is no such request."""
+    event = session.events.filter(pk=event_id, type=EventType.REQUEST_BUILT).first()
+    if event is None:
+        return None
+    data: RequestBuilt = event_data(event)
+    checkpoint = session.checkpoints.filter(pk=data.checkpoint_id).first() if data.checkpoint_id else None
+    stored = []
+    if data.seq_range:
+        first, last = data.seq_range
+        omitted = {o.seq for o in data.omitted if o.whole_message}
+        rows = visible_messages(session, first - 1, as_of=last)[:SENT_WINDOW]
+        stored = [m for m in rows if m.seq not in omitted]
+    summary = summary_message_text(checkpoint.summary, checkpoint.last_seq) if checkpoint else ""
+    return SentRequest(event, data, checkpoint, summary, stored)

@@ -1,12 +1,15 @@
-"""Search across transcripts down to the message: PostgreSQL full-text search (GIN index) on
-PostgreSQL, FTS5 on SQLite, behind one function. Ranking puts messages that contain the exact phrase
-first; highlighting escapes the text before it marks the terms."""
+"""Search across transcripts, down to the message (or the sessions that hold one): PostgreSQL full-text
+search (GIN index) on PostgreSQL, FTS5 on SQLite, behind one function. Ranking puts messages that contain
+the exact phrase first; highlighting escapes the text before it marks the terms."""
 
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -112,17 +115,30 @@ def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int
         return [(row[0], bool(row[1])) for row in cursor.fetchall()]
 
 
-def session_ids_matching(query: str, project_ids: list[int], limit: int = 5000) -> list[int]:
-    """Sessions with at least one message matching `query`, through the full-text index."""
+def _sessions_with_text(query: str, project_ids: list[int]) -> RawSQL | None:
+    """A subquery of the sessions with at least one message matching `query`, through the full-text
+    index; None when the query has no words."""
     terms = terms_of(query)
     if not terms or not project_ids:
-        return []
+        return None
     source, condition, _, match_params = _match(query, terms)
     where, params = _filters_sql(SearchFilters(project_ids=project_ids))
-    sql = f"SELECT DISTINCT m.session_id FROM {source} WHERE {condition} AND {where} LIMIT %s"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*match_params, *params, limit])
-        return [row[0] for row in cursor.fetchall()]
+    return RawSQL(f"SELECT DISTINCT m.session_id FROM {source} WHERE {condition} AND {where}", [*match_params, *params])
+
+
+def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
+    """Those of `sessions` (of the projects `project_ids`) that `query` finds: its text in the key, the
+    title or the metadata (any case), or its words in a message's text (full-text). This is what `q`
+    means in the sessions list, of the API and of the dashboard alike. One query: the full-text part
+    is a subquery."""
+    query = query.strip()
+    if not query:
+        return sessions
+    found = Q(key__icontains=query) | Q(title__icontains=query) | Q(metadata_text__icontains=query)
+    with_text = _sessions_with_text(query, project_ids)
+    if with_text is not None:
+        found |= Q(pk__in=with_text)
+    return sessions.annotate(metadata_text=Cast("metadata", TextField())).filter(found)
 
 
 def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> SafeString:

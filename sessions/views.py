@@ -1,44 +1,40 @@
 """The dashboard: server-rendered pages and the htmx fragments that refresh parts of them. Every view
 checks access through sessions.access; the work is done by the domain modules."""
 
-from datetime import datetime, time
-
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from . import access
-from .api import export_response
-from .api_keys import create_api_key, revoke
+from .api_keys import create_api_key, keys_of, revoke
 from .compaction import compact
 from .errors import DomainError
-from .event_types import RequestBuilt
-from .events import event_data
-from .inspection import chart_svg_data, checkpoints_of, input_window, page_layout, raw_window, session_view
-from .members import remove_member, set_member
+from .events import newest_events
+from .exports import export_response
+from .forms import PAGE_SIZES, MessageSearchForm, SessionListForm
+from .inspection import (
+    chart_svg_data,
+    checkpoint_as_of,
+    checkpoints_of,
+    compaction_diff,
+    input_window,
+    page_layout,
+    raw_window,
+    session_view,
+)
+from .listing import find_sessions
+from .members import members_of, remove_member, set_member
 from .messages import update_message
-from .model_input import summary_message_text
-from .models import ApiKey, Event, EventType, Membership, Role, Session
-from .notes import add_note, delete_note, edit_note, parse_tags, set_tags
-from .search import SearchFilters, search_messages, session_ids_matching
-
-SORTS = {
-    "activity": ("-last_activity_at", "-pk"),
-    "tokens": ("-raw_tokens", "-pk"),
-    "input": ("-input_tokens", "-pk"),
-    "messages": ("-message_count", "-pk"),
-}
-PAGE_SIZES = (25, 50, 100)
-EVENTS_PAGE = 40
+from .models import Membership, Role, Session
+from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, set_tags, tag_names
+from .requests import sent_request
+from .search import search_messages
 
 
 def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
@@ -47,13 +43,6 @@ def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
     except (TypeError, ValueError):
         return default
     return number if minimum <= number <= maximum else default
-
-
-def _date(value):
-    try:
-        return datetime.strptime(value, "%Y-%m-%d").date() if value else None
-    except ValueError:
-        return None
 
 
 def actor(request) -> str:
@@ -72,42 +61,14 @@ def session_url(session: Session, **params) -> str:
 # --- sessions list -------------------------------------------------------------------------------
 
 
-def filtered_sessions(request: HttpRequest):
-    """The sessions the user may see, filtered and sorted as the list's form asks."""
-    params = request.GET
-    qs = access.sessions_for(request.user).select_related("project").prefetch_related("tags")
-    project = params.get("project")
-    if project:
-        qs = qs.filter(project__name=project)
-    q = params.get("q", "").strip()[:200]
-    if q:
-        # Message text goes through the full-text index; key, title and metadata are matched directly.
-        text_match = session_ids_matching(q, list(access.roles_of(request.user)))
-        qs = qs.annotate(metadata_text=Cast("metadata", TextField())).filter(
-            Q(key__icontains=q) | Q(title__icontains=q) | Q(metadata_text__icontains=q) | Q(pk__in=text_match)
-        )
-    if params.get("tag"):
-        qs = qs.filter(tags__name=params["tag"])
-    if params.get("has_checkpoints"):
-        qs = qs.filter(checkpoint_count__gt=0)
-    if params.get("failed"):
-        qs = qs.filter(failed_compactions__gt=0)
-    since, until = _date(params.get("from")), _date(params.get("to"))
-    if since:
-        qs = qs.filter(last_activity_at__gte=timezone.make_aware(datetime.combine(since, time.min)))
-    if until:
-        qs = qs.filter(last_activity_at__lte=timezone.make_aware(datetime.combine(until, time.max)))
-    sort = params.get("sort") if params.get("sort") in SORTS else "activity"
-    return qs.order_by(*SORTS[sort]), sort
-
-
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
-    qs, sort = filtered_sessions(request)
-    size = _int(request.GET.get("size"), 25)
-    size = size if size in PAGE_SIZES else 25
-    page = Paginator(qs, size).get_page(request.GET.get("page"))
+    form = SessionListForm(request.GET)
+    filters = form.filters()
+    sessions = find_sessions(access.project_ids_for(request.user), filters, with_tags=True)
+    size = form.page_size()
+    page = Paginator(sessions, size).get_page(request.GET.get("page"))
     rows = []
     for s in page.object_list:
         compaction = s.compaction_settings()
@@ -116,9 +77,10 @@ def session_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     context = {
+        "form": form,
         "page": page,
         "rows": rows,
-        "sort": sort,
+        "sort": filters.sort,
         "size": size,
         "sizes": PAGE_SIZES,
         "projects": access.projects_for(request.user),
@@ -136,9 +98,9 @@ def _as_of(request, session):
     as_of = _int(request.GET.get("as_of"), maximum=session.message_count)
     checkpoint_id = _int(request.GET.get("as_of_checkpoint"))
     if checkpoint_id:
-        checkpoint = session.checkpoints.filter(pk=checkpoint_id).first()
-        if checkpoint:
-            as_of = checkpoint.created_at_seq
+        checkpoint_seq = checkpoint_as_of(session, checkpoint_id)
+        if checkpoint_seq is not None:
+            as_of = checkpoint_seq
     return as_of
 
 
@@ -150,17 +112,17 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     target = _int(request.GET.get("seq"), maximum=session.message_count)
     # "As of" opens the raw log where that input ended, unless a message was asked for.
     view = session_view(session, as_of=as_of, around=target if target is not None else as_of)
-    events = list(session.events.order_by("-pk")[:EVENTS_PAGE])
+    events, more_events = newest_events(session)
     return render(request, "sessions/detail.html", {
-        "session_notes": session.notes.select_related("author").order_by("created_at"),
-        "tags": [t.name for t in session.tags.all()],
+        "session_notes": session_notes(session),
+        "tags": tag_names(session),
         "session": session,
         "perms": access.permissions(request.user, session.project),
         "as_of": as_of,
         "as_of_checkpoint": _int(request.GET.get("as_of_checkpoint")),
         "target": target,
         "events": events,
-        "more_events": len(events) == EVENTS_PAGE,
+        "more_events": more_events,
         **view,
     })
 
@@ -224,13 +186,9 @@ def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse
 @require_GET
 def events_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key)
-    before = _int(request.GET.get("before"), maximum=2**62)
-    events = session.events.all()
-    if before is not None:
-        events = events.filter(pk__lt=before)
-    events = list(events.order_by("-pk")[:EVENTS_PAGE])
+    events, more_events = newest_events(session, before=_int(request.GET.get("before"), maximum=2**62))
     return render(request, "sessions/_events.html", {
-        "session": session, "events": events, "more_events": len(events) == EVENTS_PAGE,
+        "session": session, "events": events, "more_events": more_events,
     })
 
 
@@ -240,31 +198,10 @@ def checkpoint_diff(request: HttpRequest, project: str, key: str, checkpoint_id:
     """What a compaction changed: what left the input, what replaced it, what stayed."""
     session = access.get_session_for(request.user, project, key)
     checkpoint = access.get_checkpoint_for(request.user, session, checkpoint_id)
-    limit = 300
-    left = list(
-        session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq).order_by("seq")[:limit]
-    )
-    left_total = checkpoint.last_seq - checkpoint.first_seq + 1
-    stayed = list(
-        session.messages.filter(seq__gt=checkpoint.last_seq, seq__lte=checkpoint.created_at_seq,
-                                include_in_messages=True).exclude(role=Role.SYSTEM).order_by("seq")[:limit]
-    )
-    stayed_total = session.messages.filter(seq__gt=checkpoint.last_seq, seq__lte=checkpoint.created_at_seq,
-                                           include_in_messages=True).exclude(role=Role.SYSTEM).count()
-    event = Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED,
-                                 data__checkpoint_id=checkpoint.pk).first()
     return render(request, "sessions/checkpoint_diff.html", {
         "session": session,
-        "checkpoint": checkpoint,
-        "previous": checkpoint.previous,
-        "summary_text": summary_message_text(checkpoint.summary, checkpoint.last_seq),
-        "previous_text": summary_message_text(checkpoint.previous.summary, checkpoint.previous.last_seq) if checkpoint.previous else "",
-        "left": left,
-        "left_more": left_total - len(left),
-        "stayed": stayed,
-        "stayed_more": stayed_total - len(stayed),
-        "event": event,
         "checkpoints": checkpoints_of(session),
+        **vars(compaction_diff(session, checkpoint)),
     })
 
 
@@ -273,28 +210,10 @@ def checkpoint_diff(request: HttpRequest, project: str, key: str, checkpoint_id:
 def request_view(request: HttpRequest, project: str, key: str, event_id: int) -> HttpResponse:
     """What one REQUEST_BUILT sent: rebuilt from the event's figures and the stored messages."""
     session = access.get_session_for(request.user, project, key)
-    event = session.events.filter(pk=event_id, type=EventType.REQUEST_BUILT).first()
-    if event is None:
+    sent = sent_request(session, event_id)
+    if sent is None:
         raise Http404("No such request.")
-    data: RequestBuilt = event_data(event)
-    checkpoint = session.checkpoints.filter(pk=data.checkpoint_id).first() if data.checkpoint_id else None
-    seq_range = data.seq_range
-    stored = []
-    if seq_range:
-        omitted = {o.seq for o in data.omitted if o.whole_message}
-        stored = [
-            m for m in session.messages.filter(seq__gte=seq_range[0], seq__lte=seq_range[1], include_in_messages=True)
-            .exclude(role=Role.SYSTEM).order_by("seq")[:500]
-            if m.seq not in omitted
-        ]
-    return render(request, "sessions/request.html", {
-        "session": session,
-        "event": event,
-        "data": data,
-        "checkpoint": checkpoint,
-        "summary_text": summary_message_text(checkpoint.summary, checkpoint.last_seq) if checkpoint else "",
-        "stored": stored,
-    })
+    return render(request, "sessions/request.html", {"session": session, **vars(sent)})
 
 
 # --- actions -------------------------------------------------------------------------------------
@@ -362,8 +281,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
             flash.error(request, exc.detail)
         else:
             flash.success(request, f"API key {key.name!r} created for {project.name}. Copy the secret now: it is not shown again.")
-    keys = ApiKey.objects.filter(project__in=projects).select_related("project", "created_by").order_by("project__name", "-created_at")
-    return render(request, "sessions/api_keys.html", {"keys": keys, "projects": projects, "new_secret": new_secret})
+    return render(request, "sessions/api_keys.html", {"keys": keys_of(projects), "projects": projects, "new_secret": new_secret})
 
 
 @login_required
@@ -382,20 +300,14 @@ def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def search(request: HttpRequest) -> HttpResponse:
-    params = request.GET
+    form = MessageSearchForm(request.GET)
     projects = list(access.projects_for(request.user))
-    chosen = [p.pk for p in projects if not params.get("project") or p.name == params.get("project")]
-    since, until = _date(params.get("from")), _date(params.get("to"))
-    filters = SearchFilters(
-        project_ids=chosen,
-        role=params.get("role") if params.get("role") in Role.values else None,
-        since=timezone.make_aware(datetime.combine(since, time.min)) if since else None,
-        until=timezone.make_aware(datetime.combine(until, time.max)) if until else None,
-        has_checkpoint=bool(params.get("has_checkpoint")),
-    )
-    query = params.get("q", "").strip()
+    chosen = form.valid().get("project")
+    filters = form.filters([p.pk for p in projects if not chosen or p.name == chosen])
+    query = form.query()
     hits = search_messages(query, filters) if query else []
-    context = {"hits": hits, "q": query, "params": params, "projects": projects, "roles": Role.values}
+    context = {"form": form, "hits": hits, "q": query, "params": request.GET, "projects": projects,
+               "roles": Role.values}
     template = "sessions/_search_results.html" if request.htmx and request.htmx.target == "search-results" else "sessions/search.html"
     return render(request, template, context)
 
@@ -466,6 +378,5 @@ def members(request: HttpRequest, project: str) -> HttpResponse:
         except DomainError as exc:
             flash.error(request, exc.detail)
         return redirect("members", project=project_obj.name)
-    memberships = project_obj.memberships.select_related("user").order_by("user__username")
-    return render(request, "sessions/members.html", {"project": project_obj, "memberships": memberships,
+    return render(request, "sessions/members.html", {"project": project_obj, "memberships": members_of(project_obj),
                                                      "roles": Membership.Role.values})

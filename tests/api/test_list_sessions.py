@@ -81,6 +81,22 @@ def test_it_searches_key_and_title_without_regard_to_case(api, seven_sessions):
     assert keys(api.get("/sessions", query={"q": "nothing like this"})) == []
 
 
+def test_it_searches_metadata_and_message_text_as_the_dashboard_list_does(api, seven_sessions):
+    api.put("/sessions/with-metadata", {"metadata": {"customer": "mia_li_3668"}})
+    api.post("/sessions/with-text/messages", {"messages": [{"role": "user", "content": "Is gate B32 open?"}]})
+
+    assert keys(api.get("/sessions", query={"q": "MIA_LI"})) == ["with-metadata"]
+    assert keys(api.get("/sessions", query={"q": "gate b32"})) == ["with-text"]
+    assert keys(api.get("/sessions", query={"q": "gate B99"})) == []
+
+
+def test_a_message_search_in_another_project_finds_nothing_here(api, other_api, seven_sessions):
+    other_api.post("/sessions/theirs/messages", {"messages": [{"role": "user", "content": "a zeppelin ticket"}]})
+
+    assert keys(api.get("/sessions", query={"q": "zeppelin"})) == []
+    assert keys(other_api.get("/sessions", query={"q": "zeppelin"})) == ["theirs"]
+
+
 def test_search_results_page_with_the_cursor_too(api, seven_sessions):
     first = api.get("/sessions", query={"q": "session number", "limit": 4}).json()
     second = api.get("/sessions", query={"q": "session number", "limit": 4, "cursor": first["next_cursor"]}).json()

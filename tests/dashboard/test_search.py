@@ -127,6 +127,19 @@ def test_the_date_range_narrows_the_results(viewer_client, corpus):
     assert hits(viewer_client.get(SEARCH, {"q": "checked bag", "to": "2024-01-09"})) == []
 
 
+def test_a_malformed_date_is_shown_as_a_form_error_and_the_search_still_runs(viewer_client, corpus):
+    response = viewer_client.get(SEARCH, {"q": "checked bag", "from": "2024-13-45", "role": "assistant"})
+    assert hits(response) == [ident(corpus["apart"])]
+    errors = parse(response).one(id="search-results").one(cls="form-errors").find_all("li")
+    assert len(errors) == 1 and "From “2024-13-45”" in errors[0].text() and "YYYY-MM-DD" in errors[0].text()
+
+
+def test_an_unknown_role_is_a_form_error_and_every_role_is_searched(viewer_client, corpus):
+    response = viewer_client.get(SEARCH, {"q": "checked bag", "role": "wizard"})
+    assert ident(corpus["apart"]) in hits(response) and ident(corpus["phrase"]) in hits(response)
+    assert "Role “wizard”" in parse(response).one(cls="form-errors").text()
+
+
 def test_the_has_checkpoint_filter_narrows_the_results(viewer_client, corpus):
     assert hits(viewer_client.get(SEARCH, {"q": "checked bag", "has_checkpoint": "1"})) == [ident(corpus["compacted"])]
 

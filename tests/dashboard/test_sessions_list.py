@@ -130,9 +130,53 @@ def test_the_date_range_filters_on_last_activity(viewer_client, project):
     assert keys(viewer_client.get(LIST, {"from": "2025-06-01"})) == []
 
 
-def test_a_malformed_date_is_ignored_not_an_error(viewer_client, story):
-    response = viewer_client.get(LIST, {"from": "yesterday", "to": "2025-13-45"})
+def form_errors(response) -> list[str]:
+    found = parse(response).find(cls="form-errors")
+    return [li.text() for li in found.find_all("li")] if found is not None else []
+
+
+def test_a_malformed_date_is_shown_as_a_form_error_and_the_list_is_not_filtered_by_it(viewer_client, story):
+    response = viewer_client.get(LIST, {"from": "yesterday", "to": "2026-13-45"})
     assert keys(response) == ["story"]
+    errors = form_errors(response)
+    assert len(errors) == 2
+    assert "Active from “yesterday”" in errors[0] and "YYYY-MM-DD" in errors[0]
+    assert "Active to “2026-13-45”" in errors[1] and "YYYY-MM-DD" in errors[1]
+
+
+def test_the_filters_that_parse_still_apply_beside_one_that_does_not(viewer_client, story, project):
+    make_session(project, "plain")
+    response = viewer_client.get(LIST, {"has_checkpoints": "1", "from": "2026-02-30"})
+    assert keys(response) == ["story"]
+    assert len(form_errors(response)) == 1
+
+
+def test_an_unknown_sort_or_page_size_is_a_form_error_and_the_default_is_used(viewer_client, story, project):
+    make_session(project, "plain")
+    response = viewer_client.get(LIST, {"sort": "'; drop table", "size": "7"})
+    assert set(keys(response)) == {"story", "plain"}
+    errors = form_errors(response)
+    assert len(errors) == 2
+    assert errors[0].startswith("Sort") and errors[1].startswith("Per page")
+
+
+def test_a_list_with_good_values_shows_no_form_errors(viewer_client, story):
+    response = viewer_client.get(LIST, {"from": "2020-01-01", "sort": "tokens", "size": "50", "has_checkpoints": "1"})
+    assert keys(response) == ["story"]
+    assert parse(response).find(cls="form-errors") is None
+
+
+def test_the_rows_fragment_carries_the_form_errors_too(viewer_client, story):
+    response = viewer_client.get(LIST, {"to": "2026-13-45"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="session-rows")
+    assert response.content.decode().lstrip().startswith('<div id="session-rows">')
+    assert keys(response) == ["story"]
+    assert len(form_errors(response)) == 1
+
+
+def test_a_form_error_shows_the_value_escaped(viewer_client, story):
+    response = viewer_client.get(LIST, {"from": "<script>alert(1)</script>"})
+    assert b"<script>alert(1)</script>" not in response.content
+    assert "<script>alert(1)</script>" in form_errors(response)[0]
 
 
 def test_the_tag_filter_keeps_only_tagged_sessions(viewer_client, viewer_user, story, project):
