@@ -83,12 +83,40 @@ def field_path(loc) -> str:
     return path
 
 
+PLAIN = {
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "missing": "is required",
+    "extra_forbidden": "is not a known field",
+    "union_tag_invalid": "has an unknown type",
+    "datetime_type": "must be an ISO 8601 date-time string",
+}
+
+
 def plain_message(error: dict) -> str:
-    kind = error["type"]
-    if kind == "union_tag_invalid":
-        return "has an unknown type"
+    """A schema error as a clause that follows the field's name: `must be an object`."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in PLAIN:
+        return PLAIN[kind]
     if kind == "literal_error":
-        return f"must be {error['ctx']['expected']}"
+        return f"must be {ctx['expected']}"
+    if kind in ("greater_than_equal", "greater_than"):
+        return f"must be a whole number of at least {ctx.get('ge', ctx.get('gt'))}"
+    if kind in ("less_than_equal", "less_than"):
+        return f"must be a whole number of at most {ctx.get('le', ctx.get('lt'))}"
+    if kind == "string_too_short":
+        return "must not be empty" if ctx.get("min_length") == 1 else f"must be at least {ctx['min_length']} characters"
+    if kind == "string_too_long":
+        return f"must be at most {ctx['max_length']} characters"
+    if kind == "too_short":
+        return f"must hold at least {ctx.get('min_length')} item(s)"
     message = error["msg"]
     if kind not in OWN_CODES and kind != "not_storable":
         message = message[:1].lower() + message[1:]  # pydantic's own sentences, as a clause

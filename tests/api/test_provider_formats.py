@@ -136,7 +136,7 @@ def test_system_is_refused_outside_the_anthropic_format(api, project):
 
 @pytest.mark.parametrize(("message", "detail"), [
     ({"role": "user", "content": 5}, "messages[0]: content must be a string or a list of parts"),
-    ({"role": "user", "content": [{"type": "text", "text": 5}]}, "messages[0]: content[0].text input should be a valid string"),
+    ({"role": "user", "content": [{"type": "text", "text": 5}]}, "messages[0]: content[0].text must be a string"),
     ({"role": "user", "content": [{"type": "video"}]}, "messages[0]: content[0] must be a part of type text or image"),
     ({"role": "assistant", "content": "x", "tool_calls": [{"id": "c", "name": "f", "arguments": 7}]},
      "messages[0]: tool_calls[0].arguments must be a string or a JSON object"),
