@@ -1,1 +1,1 @@
-"""The benchmark program of ctxweb (SPEC §8): `make bench`, or `make bench-quick` in CI."""
+"""The benchmark program of ctxweb: `make bench`, or `make bench-quick` in CI."""

@@ -1,4 +1,4 @@
-"""The measurements of SPEC §8 and the data they run on. Imported after django.setup().
+"""The benchmark's measurements and the data they run on. Imported after django.setup().
 
 Data is made fast and directly: message rows are bulk-created from a pool of realistic turns whose
 token figures were computed once by the app's own parser (so every stored count is the one the app

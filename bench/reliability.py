@@ -1,4 +1,4 @@
-"""Reliability runs (SPEC §8, issue 9): `python -m bench.reliability [--quick] [--only kill,load] [--keep]`.
+"""Reliability runs (issue 9): `python -m bench.reliability [--quick] [--only kill,load] [--keep]`.
 
 On PostgreSQL, against gunicorn on 127.0.0.1, over real HTTP, in a database of its own
 (ctxweb_reliability, created and dropped here on the server of DATABASE_URL, by default
@@ -130,7 +130,7 @@ class Run:
 
         from sessions.compaction import compact
         from sessions.models import Event, Session
-        from sessions.store import update_session
+        from sessions.session_store import update_session
 
         writers, batches, kills = (3, 12, 4) if self.quick else (4, 60, 20)
         progress(f"kill: {writers} writers x {batches} batches of 10-300 messages, {kills} SIGKILLs of gunicorn")
@@ -256,7 +256,7 @@ class Run:
 
     def load(self) -> None:
         """8 writer processes, shared and separate sessions, automatic and requested compactions."""
-        from sessions.store import update_session
+        from sessions.session_store import update_session
 
         writers, batches, seconds = (8, 25, 240) if self.quick else (8, 400, 900)
         shared = ["shared-0", "shared-1"]

@@ -1,4 +1,4 @@
-"""Figures, ratios against the SPEC §8 targets, correctness checks, and how they are printed: a table
+"""Figures, ratios against the targets, correctness checks, and how they are printed: a table
 for people, then one line of JSON with every figure so two runs can be compared."""
 
 import json
@@ -44,7 +44,7 @@ class Target:
     op: str  # "<=", ">=", "<", "=="
     limit: float
     unit: str = ""
-    spec: str = ""  # the SPEC §8 wording, or the brief's
+    spec: str = ""  # the target's wording
 
     @property
     def met(self) -> bool:
@@ -116,7 +116,7 @@ class Report:
         if self.targets:
             print("", file=out)
             twidth = max(len(name) for name in self.targets)
-            print(f"{'target (SPEC §8)':<{twidth}}  {'value':>12}  {'target':>12}  result", file=out)
+            print(f"{'target':<{twidth}}  {'value':>12}  {'target':>12}  result", file=out)
             print("-" * (twidth + 40), file=out)
             for t in self.targets.values():
                 print(

@@ -1,4 +1,4 @@
-"""ctxweb benchmarks (SPEC §8): `python -m bench.run [--quick] [--only NAMES] [--keep]`.
+"""ctxweb benchmarks: `python -m bench.run [--quick] [--only NAMES] [--keep]`.
 
 Generates its own data in a database of its own: a SQLite file in a temporary directory, or, when
 DATABASE_URL points at PostgreSQL, a database named ctxweb_bench on that server (created and dropped

@@ -8,9 +8,10 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from .errors import DomainError
+from .events import actor
 from .models import AuthFailure, Checkpoint, Event, Message, Project, Session, Tag
-from .notes import actor_of, set_tags
-from .store import clean_session_fields, update_session
+from .notes import set_tags
+from .session_store import clean_session_fields, update_session
 from .summarizers import SUMMARIZERS
 
 # Model field -> the key of update_session's `compaction` object.
@@ -98,7 +99,7 @@ class SessionAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         data = session_changes(form.cleaned_data, form.changed_data)
-        update_session(obj.project, obj.key, data, actor_of(request.user))
+        update_session(obj.project, obj.key, data, actor(request))
         obj.refresh_from_db()
 
     def save_related(self, request, form, formsets, change):

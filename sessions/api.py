@@ -1,4 +1,4 @@
-"""HTTP API v1 (SPEC §5): a thin layer over the domain modules."""
+"""HTTP API v1: a thin layer over the domain modules."""
 
 import base64
 import binascii
@@ -13,15 +13,16 @@ from . import schemas as s
 from .append import append_messages
 from .compaction import compact, compact_if_needed
 from .errors import DomainError
+from .events import actor
 from .exports import export_response
 from .formats import model_input_response
 from .listing import SessionFilters, find_sessions
-from .messages import update_message
+from .message_edits import update_message
 from .model_input import build_model_input
 from .models import Session
-from .requests import build_request
+from .next_request import build_request
 from .schemas import utc_datetime
-from .store import check_key, get_session, update_session
+from .session_store import check_key, get_session, update_session
 from .validation import count_openai_messages
 
 router = Router(tags=["sessions"])
@@ -69,10 +70,6 @@ def message_links(seq: str) -> dict:
 def links(*statuses: int, **named: dict) -> dict:
     """openapi_extra for an operation whose `statuses` responses carry these links."""
     return {"responses": {status: {"links": named} for status in statuses}}
-
-
-def actor(request) -> str:
-    return f"api:{request.auth.name}"
 
 
 def project(request):

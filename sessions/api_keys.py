@@ -1,4 +1,4 @@
-"""API keys: created with a secret shown once, stored as a hash, revocable (SPEC §5)."""
+"""API keys: created with a secret shown once, stored as a hash, revocable."""
 
 import hashlib
 import hmac

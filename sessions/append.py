@@ -1,4 +1,4 @@
-"""Appending a batch of messages to the raw log (SPEC §5.3): all or nothing, gapless seqs."""
+"""Appending a batch of messages to the raw log: all or nothing, gapless seqs."""
 
 import operator
 import uuid
@@ -13,7 +13,7 @@ from .events import record
 from .model_input import input_figures_after_append
 from .models import Message, Project, Role, Session
 from .provider_messages import to_ctxweb
-from .store import get_or_create_locked, update_session
+from .session_store import get_or_create_locked, update_session
 from .validation import NewMessage, parse_messages
 
 

@@ -2,7 +2,7 @@
 compaction boundary, a checkpoint of a ctxweb export) recreated over the raw log as it is.
 
 Unlike sessions.compaction, nothing is planned or summarized here: the cut and the summary are given.
-The checkpoint still extends the latest one (checkpoints are append-only, SPEC §1) and records
+The checkpoint still extends the latest one (checkpoints are append-only) and records
 COMPACTION_COMPLETED with its figures, so imported compactions show up like any other.
 """
 

@@ -1,4 +1,4 @@
-"""Compaction (SPEC §4): replace older turns with one checkpoint summary.
+"""Compaction: replace older turns with one checkpoint summary.
 
 The plan (what to cover) is made under the session's row lock from stored token figures only; the
 summarizer runs outside any transaction, so appends are never blocked by it; the checkpoint is created
@@ -19,8 +19,8 @@ from .checkpoints import store_checkpoint
 from .errors import DomainError
 from .event_types import CompactionCompleted, CompactionFailed, CompactionSkipped, CompactionStarted
 from .events import event_data, parse_event_data, record
-from .model_input import layout_model_input, summary_message_tokens
-from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
+from .model_input import layout_model_input, split_turns, summary_message_tokens, visible_messages
+from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Session
 from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from .validation import check_text
 
@@ -118,13 +118,7 @@ def plan_compaction(session: Session, compaction: CompactionSettings, pending_tu
     """
     measure = layout_model_input(session)
     plan = Plan(compaction, measure.tokens, measure.checkpoint)
-    turns: list[list] = []
-    for row in measure.rows:
-        # `agent` continues a turn; only a user message starts one. Rows before the first user message
-        # form turn 0.
-        if row.role == Role.USER or not turns:
-            turns.append([])
-        turns[-1].append(row)
+    turns = split_turns(measure.rows)
     if pending_turn_tokens is not None:
         turns.append([])  # the request's own turn: nothing stored in it
     plan.turns = len(turns)
@@ -214,7 +208,7 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
 
     A COMPACTION_STARTED without a terminal event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds
     (longer than a summarizer may take), was cut off by a stopped or killed server: it gets
-    COMPACTION_FAILED, so every run is closed exactly once (SPEC §4.2). Younger ones are running now.
+    COMPACTION_FAILED, so every run is closed exactly once. Younger ones are running now.
     Call under the session's row lock. Usually one count over the session's compaction events."""
     counts = Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL)).aggregate(
         started=Count("id", filter=Q(type=EventType.COMPACTION_STARTED)),
@@ -268,10 +262,10 @@ def compact(
     extra_tokens: int = 0,
     extra_starts_turn: bool = False,
 ) -> Outcome:
-    """Run compaction on `session` (SPEC §4.2). Automatic runs below the threshold record nothing.
+    """Run compaction on `session`. Automatic runs below the threshold record nothing.
 
     `extra_tokens` are the tokens of a request's unpersisted messages, which count towards the
-    threshold of that request (SPEC §5.9) but are never covered; when they hold a user message
+    threshold of that request but are never covered; when they hold a user message
     (`extra_starts_turn`) they are the current turn, so every stored turn may be covered.
     """
     compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
@@ -303,10 +297,7 @@ def compact(
             event = record(session, actor, CompactionSkipped(**_figures(trigger, plan), reason=skip, run=started.pk))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
         covered = list(
-            Message.objects.filter(
-                session=session, seq__gte=plan.first_seq, seq__lte=plan.last_seq, include_in_messages=True
-            )
-            .exclude(role=Role.SYSTEM)
+            visible_messages(session, plan.first_seq - 1, as_of=plan.last_seq)
             .only("seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
             .order_by("seq")
         )

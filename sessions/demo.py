@@ -11,7 +11,7 @@ from django.test import override_settings
 from .append import append_messages
 from .compaction import compact
 from .models import Project, Session
-from .store import update_session
+from .session_store import update_session
 
 ACTOR = "demo"
 AIRLINE_INSTRUCTIONS = (

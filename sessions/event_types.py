@@ -1,4 +1,4 @@
-"""The data of each event type (SPEC §4.4): one model per type, with its fields typed and no others
+"""The data of each event type: one model per type, with its fields typed and no others
 allowed. Every writer builds one (`events.record`) and every reader parses stored data through it
 (`events.event_data`), so the shape of an event is written down once, here (the way Zulip's
 lib/event_types.py does it).

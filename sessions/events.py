@@ -1,4 +1,4 @@
-"""The append-only event history of a session (SPEC §4.4). Event data is written and read through the
+"""The append-only event history of a session. Event data is written and read through the
 model of its type (event_types.py)."""
 
 from django.utils import timezone
@@ -7,6 +7,15 @@ from .event_types import EVENT_DATA, EventData
 from .models import Event, Session
 
 EVENTS_PAGE = 40
+
+
+def actor(who) -> str:
+    """Who did something, as events name them: `api:<key name>` for a request made with an API key,
+    `user:<username>` for a person (a dashboard or admin request, or the user)."""
+    if getattr(who, "auth", None) is not None:
+        return f"api:{who.auth.name}"
+    user = getattr(who, "user", who)
+    return f"user:{user.get_username()}"
 
 
 def record(session: Session, actor: str, data: EventData) -> Event:

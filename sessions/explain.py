@@ -1,4 +1,4 @@
-"""Explain: for every stored message, where it is in the model input, or why not (SPEC §2)."""
+"""Explain: for every stored message, where it is in the model input, or why not."""
 
 from dataclasses import dataclass
 

@@ -1,4 +1,4 @@
-"""Exports of one session (SPEC §5.11): lossless JSON (its messages can be appended as they are to
+"""Exports of one session: lossless JSON (its messages can be appended as they are to
 re-create the raw log), JSON Lines, and a readable Markdown transcript, and the download that carries
 each, the same for the API and the dashboard."""
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from django.http import HttpResponse, StreamingHttpResponse
 
 from .errors import NotFound
+from .formats import pretty_arguments
 from .models import Checkpoint, Message, Session
 from .schemas import CheckpointRecord, MessageRecord, SessionRecord
 
@@ -109,20 +110,13 @@ def export_markdown(session: Session) -> Iterator[str]:
         if body.strip():
             yield (_fence(body) if m.role == "tool" else body) + "\n\n"
         for call in m.tool_calls:
-            yield f"**Tool call** `{call['name']}` (`{call['id']}`)\n\n{_fence(_pretty(call['arguments']), 'json')}\n\n"
+            yield f"**Tool call** `{call['name']}` (`{call['id']}`)\n\n{_fence(pretty_arguments(call['arguments']), 'json')}\n\n"
         if m.seq in ends:
             c = ends[m.seq]
             yield (
                 f"---\n\n**Checkpoint {c.pk}** covers messages #1–#{c.last_seq} "
                 f"({c.summarizer}, {c.summary_tokens} tokens):\n\n{_fence(c.summary)}\n\n---\n\n"
             )
-
-
-def _pretty(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except ValueError:
-        return arguments
 
 
 def export_response(session: Session, fmt: str) -> HttpResponse | StreamingHttpResponse:

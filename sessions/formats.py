@@ -152,6 +152,14 @@ def _arguments_object(arguments: str):
     return value if isinstance(value, dict) else {"arguments": value}
 
 
+def pretty_arguments(arguments: str) -> str:
+    """Tool call arguments for people to read: indented when they are JSON, else as the model wrote them."""
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        return arguments
+
+
 def to_anthropic(model_input: ModelInput) -> dict:
     """Anthropic Messages: instructions in `system`; tool calls and results as tool_use/tool_result
     blocks; consecutive messages of one role merged, so roles alternate, opening with a user message."""
@@ -195,7 +203,8 @@ def to_anthropic(model_input: ModelInput) -> dict:
     return result
 
 
-def render(model_input: ModelInput, fmt: str):
+def render_model_input(model_input: ModelInput, fmt: str):
+    """The model input in one of FORMATS."""
     if fmt == "openai":
         return to_openai(model_input)
     if fmt == "anthropic":
@@ -205,7 +214,7 @@ def render(model_input: ModelInput, fmt: str):
 
 def model_input_response(model_input: ModelInput, fmt: str) -> dict:
     """The model input in `fmt` with its figures, in the shape of schemas.ModelInputOut."""
-    rendered = render(model_input, fmt)
+    rendered = render_model_input(model_input, fmt)
     totals = {"instructions": 0, "summary": 0, "messages": 0, "request": 0}
     for entry in model_input.entries:
         totals["messages" if entry.kind == "message" else entry.kind] += entry.tokens

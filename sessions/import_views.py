@@ -9,13 +9,10 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from . import access
+from .events import actor
 from .importers import FORMATS, ImportSummary, import_data
 
 SHOWN_SESSIONS = 20
-
-
-def _actor(request) -> str:
-    return f"user:{request.user.get_username()}"
 
 
 @login_required
@@ -35,7 +32,7 @@ def import_upload(request: HttpRequest) -> HttpResponse:
             prefix = request.POST.get("session_key_prefix", "").strip()
             for upload in files:
                 summary.files.append(
-                    import_data(project, upload.name, upload.read(), fmt=fmt, key_prefix=prefix, actor=_actor(request))
+                    import_data(project, upload.name, upload.read(), fmt=fmt, key_prefix=prefix, actor=actor(request))
                 )
     elif request.GET.get("project"):
         project = access.get_project_for(request.user, request.GET["project"], "import")

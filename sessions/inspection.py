@@ -3,7 +3,6 @@ explanation, coverage and tool links; a window of the model input; the size of t
 across the conversation. Every piece reads a bounded number of rows with a fixed number of queries,
 so a 100,000-message session opens as fast as a small one."""
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -13,6 +12,7 @@ from django.db.models.functions import Mod, RowNumber
 from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from .events import event_data
 from .explain import Explanation, covering_checkpoint, explain_messages
+from .formats import pretty_arguments
 from .model_input import (
     ModelInputShape,
     Reason,
@@ -97,13 +97,6 @@ class InputWindow:
     earlier: int  # stored messages of the input not shown (before the window)
     first_position: int | None
     first_seq: int | None = None
-
-
-def pretty_arguments(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except ValueError:
-        return arguments
 
 
 def checkpoints_of(session: Session) -> list[Checkpoint]:

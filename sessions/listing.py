@@ -1,4 +1,4 @@
-"""The sessions list (SPEC §5.2, §6): which sessions of some projects match a search and the list's
+"""The sessions list: which sessions of some projects match a search and the list's
 filters, in which order. The API's list and the dashboard's go through find_sessions, so `q` means one
 thing in both (sessions.search.sessions_matching)."""
 

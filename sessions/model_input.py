@@ -1,4 +1,4 @@
-"""The model input (SPEC §2): the latest checkpoint plus the raw messages after it.
+"""The model input: the latest checkpoint plus the raw messages after it.
 
 Built from one indexed range query over the raw log, never the whole log. The validity rules that keep
 provider requests well formed (a tool result needs its call right before it; an unanswered tool call
@@ -289,6 +289,17 @@ def check_as_of(session: Session, as_of: int | None) -> None:
         raise DomainError(
             f"as_of must be a seq between 0 and {session.message_count}", code="invalid_as_of"
         )
+
+
+def split_turns(items: list) -> list[list]:
+    """Messages (or rows) in seq order as turns: a user message starts one; `agent` and every other
+    role continue it; what comes before the first user message is turn 0."""
+    turns: list[list] = []
+    for item in items:
+        if item.role == Role.USER or not turns:
+            turns.append([])
+        turns[-1].append(item)
+    return turns
 
 
 def visible_messages(session: Session, after_seq: int, as_of: int | None = None):

@@ -1,4 +1,4 @@
-"""The data model: projects, sessions, the raw log of messages, checkpoints and events (SPEC §1)."""
+"""The data model: projects, sessions, the raw log of messages, checkpoints and events."""
 
 from dataclasses import dataclass
 
@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 SESSION_KEY_RE = r"^[A-Za-z0-9._:@-]{1,200}$"
@@ -106,9 +107,16 @@ class Session(models.Model):
     def __str__(self):
         return f"{self.project.name}/{self.key}" if self.project_id else self.key
 
+    def get_absolute_url(self) -> str:
+        return self.url("session")
+
     @property
     def last_seq(self) -> int:
         return self.message_count
+
+    def url(self, name: str, *args) -> str:
+        """The URL of one of the session's dashboard pages (sessions/urls.py, session_patterns)."""
+        return reverse(name, args=[self.project.name, self.key, *args])
 
     def compaction_settings(self) -> CompactionSettings:
         project = self.project
@@ -152,7 +160,7 @@ class Message(models.Model):
     include_in_messages = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 
-    # Token figures, computed once when the message is stored (SPEC §3).
+    # Token figures, computed once when the message is stored.
     tokens = models.PositiveIntegerField(default=0)
     tool_call_tokens = models.JSONField(default=list, blank=True)  # per call, part of `tokens`
     reasoning_tokens = models.PositiveIntegerField(default=0)  # shown, not part of `tokens`

@@ -8,16 +8,12 @@ from django.utils import timezone
 
 from .errors import DomainError
 from .event_types import NoteAdded, NoteDeleted, NoteEdited, TagsChanged
-from .events import record
+from .events import actor, record
 from .models import Note, Session, Tag
 from .validation import check_text
 
 MAX_NOTE = 10_000
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
-
-
-def actor_of(user) -> str:
-    return f"user:{user.get_username()}"
 
 
 def _clean_text(text) -> str:
@@ -36,7 +32,7 @@ def add_note(session: Session, user, text, seq: int | None = None) -> Note:
     with transaction.atomic():
         now = timezone.now()  # one instant, so a new note does not read as edited
         note = Note.objects.create(session=session, seq=seq, author=user, text=text, created_at=now, updated_at=now)
-        record(session, actor_of(user), NoteAdded(note_id=note.pk, seq=seq, text=text[:200]))
+        record(session, actor(user), NoteAdded(note_id=note.pk, seq=seq, text=text[:200]))
     return note
 
 
@@ -48,7 +44,7 @@ def edit_note(note: Note, user, text) -> Note:
         note.text = text
         note.updated_at = timezone.now()
         note.save(update_fields=["text", "updated_at"])
-        record(note.session, actor_of(user), NoteEdited(note_id=note.pk, seq=note.seq, text=text[:200]))
+        record(note.session, actor(user), NoteEdited(note_id=note.pk, seq=note.seq, text=text[:200]))
     return note
 
 
@@ -56,7 +52,7 @@ def delete_note(note: Note, user) -> None:
     if note.author_id != user.pk:
         raise DomainError("Only its author can delete a note.", code="not_author", status=403)
     with transaction.atomic():
-        record(note.session, actor_of(user), NoteDeleted(note_id=note.pk, seq=note.seq))
+        record(note.session, actor(user), NoteDeleted(note_id=note.pk, seq=note.seq))
         note.delete()
 
 
@@ -88,6 +84,6 @@ def set_tags(session: Session, user, names: list[str]) -> list[str]:
             return names
         tags = [Tag.objects.get_or_create(project=session.project, name=name)[0] for name in names]
         session.tags.set(tags)
-        record(session, actor_of(user), TagsChanged(before=before, after=names, added=sorted(set(names) - set(before)),
+        record(session, actor(user), TagsChanged(before=before, after=names, added=sorted(set(names) - set(before)),
                                                     removed=sorted(set(before) - set(names))))
     return names

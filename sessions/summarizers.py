@@ -1,4 +1,4 @@
-"""Summarizers for compaction (SPEC §4.3). Each takes the previous summary and the covered messages the
+"""Summarizers for compaction. Each takes the previous summary and the covered messages the
 model would have seen, and returns the text of the new summary."""
 
 import json
@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
+from .model_input import split_turns
 from .models import Message, Role
 from .tokens import count_text
 
@@ -71,15 +72,6 @@ def result_failed(text: str) -> bool:
     return False
 
 
-def _turns(messages: list[Message]) -> list[list[Message]]:
-    turns: list[list[Message]] = []
-    for m in messages:
-        if m.role == Role.USER or not turns:
-            turns.append([])
-        turns[-1].append(m)
-    return turns
-
-
 def _arguments(arguments: str, limit: int) -> str:
     """Tool arguments as short key=value pairs when they are a JSON object."""
     try:
@@ -97,7 +89,7 @@ def _arguments(arguments: str, limit: int) -> str:
 def _digest_lines(messages: list[Message], limit: int, result_limit: int) -> list[str]:
     lines = []
     results = {(m.call_seq, m.tool_call_id): m for m in messages if m.role == Role.TOOL}
-    for turn in _turns(messages):
+    for turn in split_turns(messages):
         first = turn[0]
         if first.role == Role.USER:
             lines.append(f"#{first.seq} user asked: {_one_line(_message_text(first), limit)}")

@@ -1,4 +1,4 @@
-"""Token accounting (SPEC §3), the way OpenAI documents it for its chat models.
+"""Token accounting, the way OpenAI documents it for its chat models.
 
 Every message costs MESSAGE_OVERHEAD tokens plus the tokens of its role and its text; a `name` costs
 its tokens plus NAME_OVERHEAD; a whole model input costs REPLY_PRIMING more. Tool calls count their

@@ -1,6 +1,6 @@
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 
-from . import views
+from . import import_views, views
 
 
 class SessionKeyConverter:
@@ -15,33 +15,31 @@ class SessionKeyConverter:
 
 register_converter(SessionKeyConverter, "key")
 
-S = "p/<slug:project>/s/<key:key>/"
+# Every page and fragment of one session, under p/<project>/s/<key>/ (Session.url and the session_url
+# template tag build them).
+session_patterns = [
+    path("", views.session_detail, name="session"),
+    path("log/", views.raw_log_fragment, name="session_log"),
+    path("input/", views.model_input_fragment, name="session_input"),
+    path("live/", views.live_fragment, name="session_live"),
+    path("chart/", views.chart_fragment, name="session_chart"),
+    path("events/", views.events_fragment, name="session_events"),
+    path("checkpoints/<int:checkpoint_id>/", views.checkpoint_diff, name="checkpoint_diff"),
+    path("requests/<int:event_id>/", views.request_view, name="request_view"),
+    path("compact/", views.compact_now, name="session_compact"),
+    path("messages/<int:seq>/include/", views.toggle_include, name="message_include"),
+    path("export.<str:fmt>", views.export_download, name="session_export"),
+    path("notes/", views.note_add, name="note_add"),
+    path("notes/<int:note_id>/", views.note_edit, name="note_edit"),
+    path("tags/", views.tags_set, name="tags_set"),
+]
 
 urlpatterns = [
     path("", views.session_list, name="sessions"),
-    path(S, views.session_detail, name="session"),
-    path(S + "log/", views.raw_log_fragment, name="session_log"),
-    path(S + "input/", views.model_input_fragment, name="session_input"),
-    path(S + "live/", views.live_fragment, name="session_live"),
-    path(S + "chart/", views.chart_fragment, name="session_chart"),
-    path(S + "events/", views.events_fragment, name="session_events"),
-    path(S + "checkpoints/<int:checkpoint_id>/", views.checkpoint_diff, name="checkpoint_diff"),
-    path(S + "requests/<int:event_id>/", views.request_view, name="request_view"),
-    path(S + "compact/", views.compact_now, name="session_compact"),
-    path(S + "messages/<int:seq>/include/", views.toggle_include, name="message_include"),
-    path(S + "export.<str:fmt>", views.export_download, name="session_export"),
+    path("p/<slug:project>/s/<key:key>/", include(session_patterns)),
+    path("search/", views.search, name="search"),
+    path("p/<slug:project>/members/", views.members, name="members"),
     path("api-keys/", views.api_keys, name="api_keys"),
     path("api-keys/<int:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),
+    path("import/", import_views.import_upload, name="import"),
 ]
-
-urlpatterns += [
-    path("search/", views.search, name="search"),
-    path(S + "notes/", views.note_add, name="note_add"),
-    path(S + "notes/<int:note_id>/", views.note_edit, name="note_edit"),
-    path(S + "tags/", views.tags_set, name="tags_set"),
-    path("p/<slug:project>/members/", views.members, name="members"),
-]
-
-from . import import_views  # noqa: E402
-
-urlpatterns += [path("import/", import_views.import_upload, name="import")]

@@ -1,4 +1,4 @@
-"""The one validation path of messages and other client values (SPEC §1, §5.3): the pydantic
+"""The one validation path of messages and other client values: the pydantic
 schemas of sessions.schemas own types, lengths and shapes; this module turns their errors into plain
 words with the API's error codes, and keeps the semantic rules (which role may carry which field)
 before anything touches the database. The API, the importers, the dashboard and the management
@@ -407,7 +407,7 @@ def parse_messages(raw_messages) -> list[NewMessage]:
 
 
 def count_openai_messages(messages) -> tuple[int, list[int]]:
-    """Token count of an OpenAI-format message list (SPEC §5.8): the total with reply priming, and
+    """Token count of an OpenAI-format message list: the total with reply priming, and
     each message's figure. Fields that do not reach the model's context are ignored."""
     if not isinstance(messages, list) or not messages:
         raise DomainError("messages must be a non-empty list", code="invalid_batch")

@@ -7,7 +7,6 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -15,7 +14,7 @@ from . import access
 from .api_keys import create_api_key, keys_of, revoke
 from .compaction import compact
 from .errors import DomainError
-from .events import newest_events
+from .events import actor, newest_events
 from .exports import export_response
 from .forms import PAGE_SIZES, MessageSearchForm, SessionListForm
 from .inspection import (
@@ -30,10 +29,10 @@ from .inspection import (
 )
 from .listing import find_sessions
 from .members import members_of, remove_member, set_member
-from .messages import update_message
+from .message_edits import update_message
 from .models import Membership, Role, Session
+from .next_request import sent_request
 from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, set_tags, tag_names
-from .requests import sent_request
 from .search import search_messages
 
 
@@ -45,12 +44,8 @@ def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
     return number if minimum <= number <= maximum else default
 
 
-def actor(request) -> str:
-    return f"user:{request.user.get_username()}"
-
-
 def session_url(session: Session, **params) -> str:
-    url = reverse("session", args=[session.project.name, session.key])
+    url = session.get_absolute_url()
     if params:
         from urllib.parse import urlencode
 

@@ -1,5 +1,5 @@
 """OpenAI's documented way of counting chat tokens, written out independently of sessions.tokens so
-tests can check the app's figures against it (SPEC §3)."""
+tests can check the app's figures against it."""
 
 import tiktoken
 

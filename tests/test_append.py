@@ -1,4 +1,4 @@
-"""Appending a batch to the raw log: the rules of SPEC §5.3, each accepted and rejected."""
+"""Appending a batch to the raw log: its rules, each accepted and rejected."""
 
 import base64
 import json

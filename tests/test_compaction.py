@@ -1,4 +1,4 @@
-"""Compaction (SPEC §4): which turns a checkpoint covers, what the summarizer gets, what is recorded,
+"""Compaction: which turns a checkpoint covers, what the summarizer gets, what is recorded,
 and what the model input (§2) looks like afterwards. Message sizes are exact (tests/builders.py)."""
 
 import json
@@ -14,7 +14,7 @@ from sessions.compaction import compact, compact_if_needed
 from sessions.formats import to_openai
 from sessions.model_input import build_model_input, summary_message_text
 from sessions.models import Checkpoint, Event, Message, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 from sessions.summarizers import SUMMARIZERS
 from sessions.tokens import count_message, load_encoding
 from tests.builders import (
@@ -958,9 +958,9 @@ def test_compaction_of_a_real_transcript(project, label, messages):
 
 def test_an_unpersisted_question_is_the_current_turn_so_the_stored_turns_can_be_covered(project, append):
     """A request whose new user message is not stored: that message starts the current turn, so when
-    the request crosses max_tokens every stored turn may be covered (SPEC §4.2 with §5.9)."""
-    from sessions.requests import build_request
-    from sessions.store import update_session
+    the request crosses max_tokens every stored turn may be covered."""
+    from sessions.next_request import build_request
+    from sessions.session_store import update_session
 
     from .builders import assistant, user
 

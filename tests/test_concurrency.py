@@ -1,4 +1,4 @@
-"""Many clients appending to one session at once (SPEC §5.3): seqs stay gapless, nothing is lost."""
+"""Many clients appending to one session at once: seqs stay gapless, nothing is lost."""
 
 import threading
 
@@ -7,7 +7,7 @@ from django.db import connection
 
 from sessions.append import append_messages
 from sessions.models import Event, EventType, Message, Project, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 

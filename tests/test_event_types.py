@@ -24,11 +24,11 @@ from sessions.event_types import (
     SessionUpdated,
 )
 from sessions.events import event_data, parse_event_data, record
-from sessions.messages import update_message
+from sessions.message_edits import update_message
 from sessions.models import Event, EventType, Session
+from sessions.next_request import build_request
 from sessions.notes import add_note, delete_note, edit_note, set_tags
-from sessions.requests import build_request
-from sessions.store import update_session
+from sessions.session_store import update_session
 from sessions.summarizers import SUMMARIZERS
 from tests.builders import assistant, call, tool, user
 

@@ -1,4 +1,4 @@
-"""Explain (SPEC §2): for every stored message, where it is in the model input, or why not."""
+"""Explain: for every stored message, where it is in the model input, or why not."""
 
 import pytest
 

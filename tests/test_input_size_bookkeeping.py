@@ -7,7 +7,7 @@ import random
 import pytest
 
 from sessions.compaction import compact
-from sessions.messages import update_message
+from sessions.message_edits import update_message
 from sessions.model_input import build_model_input, layout_model_input, stored_layout
 from sessions.models import Session
 

@@ -1,4 +1,4 @@
-"""The model input (SPEC §2): what the next request to the model contains, in every format."""
+"""The model input: what the next request to the model contains, in every format."""
 
 import pytest
 from django.db import connection
@@ -8,7 +8,7 @@ from sessions.errors import DomainError
 from sessions.formats import to_anthropic, to_openai
 from sessions.model_input import Reason, build_model_input, refresh_input_tokens, summary_message_tokens
 from sessions.models import Checkpoint, Message, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 from sessions.validation import parse_message
 from tests.counting import REPLY_PRIMING, message_tokens, text_tokens
 

@@ -9,7 +9,7 @@ from sessions.explain import explain_messages
 from sessions.inspection import input_window, raw_window
 from sessions.model_input import ModelInputShape, build_model_input, layout_model_input, stored_layout
 from sessions.models import Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 
 def call(call_id):

@@ -1,11 +1,11 @@
-"""Property tests of the model input in provider formats (SPEC §2): for any session the API accepts, built
+"""Property tests of the model input in provider formats: for any session the API accepts, built
 from random appends (every role, tool calls with reused, odd or missing ids, orphan results, images),
 hidden and re-shown messages, compactions with supplied summaries at random points and requests with
 unpersisted messages, the `openai` and `anthropic` renderings are requests those providers accept.
 
 The checkers below are written from the providers' documented rules, independently of sessions.formats
 and sessions.model_input. One rule is the product's own promise rather than a provider's: the newest
-assistant message may end the input with tool calls still pending (SPEC §2), since the application is
+assistant message may end the input with tool calls still pending, since the application is
 about to run them.
 """
 
@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.errors import DomainError
-from sessions.formats import ANTHROPIC_OPENING, render
-from sessions.messages import update_message
+from sessions.formats import ANTHROPIC_OPENING, render_model_input
+from sessions.message_edits import update_message
 from sessions.model_input import build_model_input
 from sessions.models import Session
-from sessions.requests import build_request
-from sessions.store import get_session, update_session
+from sessions.next_request import build_request
+from sessions.session_store import get_session, update_session
 
 pytestmark = pytest.mark.django_db
 
@@ -130,7 +130,7 @@ def openai_problems(messages) -> list[str]:
                     bad(j, f"tool_call_id {call_id!r} answered twice")
                 answered.add(call_id)
                 j += 1
-            pending = i == last_assistant and j == len(messages)  # SPEC §2: the newest calls may be pending
+            pending = i == last_assistant and j == len(messages)  # the newest calls may be pending
             if ids - answered and not pending:
                 bad(i, f"tool calls {sorted(ids - answered)} get no tool message")
             i = j
@@ -247,7 +247,7 @@ def anthropic_problems(request) -> list[str]:
             after = messages[i + 1] if i + 1 < len(messages) else None
             answered = {b["tool_use_id"] for b in after["content"] if b["type"] == "tool_result"} if after else set()
             ends_here = all(b["type"] == "tool_result" for later in messages[i + 1:] for b in later["content"])
-            pending = i == last_assistant and ends_here  # SPEC §2: the newest calls may be pending
+            pending = i == last_assistant and ends_here  # the newest calls may be pending
             if calls - answered and not pending:
                 bad(i, f"tool_use {sorted(calls - answered)} without a tool_result in the next message")
     return problems
@@ -390,7 +390,7 @@ def batches(draw, calls_so_far: list[str]):
 
 
 def rendered(model_input) -> tuple[list, dict]:
-    return render(model_input, "openai"), render(model_input, "anthropic")
+    return render_model_input(model_input, "openai"), render_model_input(model_input, "anthropic")
 
 
 def assert_provider_valid(model_input, what: str):
@@ -457,11 +457,11 @@ def test_tool_ids_of_other_providers_are_made_valid_for_anthropic_and_results_st
         {"role": "tool", "tool_call_id": "functions.search:0", "content": "found"},
     ])
 
-    messages = render(model_input, "anthropic")["messages"]
+    messages = render_model_input(model_input, "anthropic")["messages"]
 
     assert messages[1]["content"][0]["id"] == "functions_search_0"
     assert messages[2]["content"][0]["tool_use_id"] == "functions_search_0"
-    assert render(model_input, "openai")[1]["tool_calls"][0]["id"] == "functions.search:0"  # unchanged there
+    assert render_model_input(model_input, "openai")[1]["tool_calls"][0]["id"] == "functions.search:0"  # unchanged there
     assert_provider_valid(model_input, "ids from another provider")
 
 
@@ -474,7 +474,7 @@ def test_a_tool_call_id_reused_in_a_later_turn_gets_an_id_of_its_own_for_anthrop
     ]
     model_input = model_input_of(append, project, "reuse", round_trip + round_trip)
 
-    messages = render(model_input, "anthropic")["messages"]
+    messages = render_model_input(model_input, "anthropic")["messages"]
 
     uses = [b["id"] for m in messages for b in m["content"] if b["type"] == "tool_use"]
     results = [b["tool_use_id"] for m in messages for b in m["content"] if b["type"] == "tool_result"]
@@ -489,9 +489,9 @@ def test_an_image_in_an_assistant_message_reaches_both_providers_as_a_placeholde
         {"role": "assistant", "content": [{"type": "text", "text": "Here:"}, image]},
     ])
 
-    assert render(model_input, "openai")[1]["content"][1] == {"type": "text",
+    assert render_model_input(model_input, "openai")[1]["content"][1] == {"type": "text",
                                                               "text": "[image: https://example.com/chart.png]"}
-    assert render(model_input, "anthropic")["messages"][1]["content"][1] == {
+    assert render_model_input(model_input, "anthropic")["messages"][1]["content"][1] == {
         "type": "text", "text": "[image: https://example.com/chart.png]"}
     assert_provider_valid(model_input, "an assistant image")
 
@@ -502,15 +502,15 @@ def test_an_image_providers_do_not_take_reaches_them_as_a_placeholder(append, pr
     model_input = model_input_of(append, project, "odd-image", [
         {"role": "user", "content": [{"type": "text", "text": "Look"}, {"type": "image", "url": url}]}])
 
-    assert render(model_input, "openai")[0]["content"][1] == {"type": "text", "text": f"[image: {url}]"}
-    assert render(model_input, "anthropic")["messages"][0]["content"][1] == {"type": "text", "text": f"[image: {url}]"}
+    assert render_model_input(model_input, "openai")[0]["content"][1] == {"type": "text", "text": f"[image: {url}]"}
+    assert render_model_input(model_input, "anthropic")["messages"][0]["content"][1] == {"type": "text", "text": f"[image: {url}]"}
 
 
 def test_anthropic_takes_the_type_of_a_base64_image_from_its_bytes_not_the_clients_label(append, project):
     model_input = model_input_of(append, project, "label", [{"role": "user", "content": [
         {"type": "image", "url": "data:image/png;base64,iVBORw0KGgo=", "media_type": "image/heic"}]}])
 
-    block = render(model_input, "anthropic")["messages"][0]["content"][0]
+    block = render_model_input(model_input, "anthropic")["messages"][0]["content"][0]
 
     assert block["source"] == {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
 
@@ -519,7 +519,7 @@ def test_an_empty_list_of_parts_is_empty_text_for_openai(append, project):
     model_input = model_input_of(append, project, "empty", [
         {"role": "user", "content": []}, {"role": "assistant", "content": []}, {"role": "user", "content": "hi"}])
 
-    assert [m["content"] for m in render(model_input, "openai")] == ["", "", "hi"]
+    assert [m["content"] for m in render_model_input(model_input, "openai")] == ["", "", "hi"]
     assert_provider_valid(model_input, "empty parts")
 
 
@@ -532,7 +532,7 @@ def test_an_empty_tool_result_has_no_content_for_anthropic(append, project):
         {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": " "}]},
     ])
 
-    results = render(model_input, "anthropic")["messages"][2]["content"]
+    results = render_model_input(model_input, "anthropic")["messages"][2]["content"]
 
     assert results == [{"type": "tool_result", "tool_use_id": "c1"}, {"type": "tool_result", "tool_use_id": "c2"}]
     assert_provider_valid(model_input, "empty tool results")
@@ -542,11 +542,11 @@ def test_an_anthropic_input_opening_with_the_assistant_opens_with_a_placeholder_
     model_input = model_input_of(append, project, "greeting", [
         {"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Hi."}])
 
-    messages = render(model_input, "anthropic")["messages"]
+    messages = render_model_input(model_input, "anthropic")["messages"]
 
     assert messages[0] == {"role": "user", "content": [{"type": "text", "text": ANTHROPIC_OPENING}]}
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert [m["role"] for m in render(model_input, "openai")] == ["assistant", "user"]  # OpenAI takes it as it is
+    assert [m["role"] for m in render_model_input(model_input, "openai")] == ["assistant", "user"]  # OpenAI takes it as it is
     assert_provider_valid(model_input, "an assistant greeting")
 
 
@@ -555,8 +555,8 @@ def test_a_name_openai_would_refuse_is_made_one_it_takes(append, project):
         {"role": "user", "content": "Hi.", "name": "Bob Smith (support)"},
         {"role": "assistant", "content": "Hello.", "name": "helper_bot"}])
 
-    assert [m["name"] for m in render(model_input, "openai")] == ["Bob_Smith__support_", "helper_bot"]
-    assert render(model_input, "ctxweb")[0]["name"] == "Bob Smith (support)"  # stored as sent
+    assert [m["name"] for m in render_model_input(model_input, "openai")] == ["Bob_Smith__support_", "helper_bot"]
+    assert render_model_input(model_input, "ctxweb")[0]["name"] == "Bob Smith (support)"  # stored as sent
     assert_provider_valid(model_input, "names")
 
 
@@ -564,5 +564,5 @@ def test_blank_instructions_are_left_out_of_anthropics_system(append, project):
     update_session(project, "blank", {"instructions": "  \n"})
     model_input = model_input_of(append, project, "blank", [{"role": "user", "content": "Hi."}])
 
-    assert "system" not in render(model_input, "anthropic")
+    assert "system" not in render_model_input(model_input, "anthropic")
     assert_provider_valid(model_input, "blank instructions")

@@ -1,5 +1,5 @@
 """A summarizer that fails, hangs, answers garbage or answers more than it replaces changes nothing
-(SPEC §8): the compaction records STARTED and exactly one terminal event, FAILED or SKIPPED, and the
+: the compaction records STARTED and exactly one terminal event, FAILED or SKIPPED, and the
 raw log, checkpoints and model input stay as they were. No database lock is held while it runs: an
 append during a hanging summarizer completes promptly, directly and over HTTP."""
 

@@ -1,4 +1,4 @@
-"""Summarizers (SPEC §4.3): the offline extractive digest, and the `openai` summarizer talking over real
+"""Summarizers: the offline extractive digest, and the `openai` summarizer talking over real
 HTTP to an OpenAI-compatible endpoint started by the test (tests/openai_stub.py)."""
 
 import re

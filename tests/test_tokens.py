@@ -1,4 +1,4 @@
-"""Token accounting (SPEC §3): OpenAI's documented counting, checked against tiktoken directly."""
+"""Token accounting: OpenAI's documented counting, checked against tiktoken directly."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from sessions import tokens
 from sessions.checks import check_token_encoding
 from sessions.model_input import build_model_input
 from sessions.models import Message, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 from tests.counting import REPLY_PRIMING, message_tokens, text_tokens
 
 TEXT = "The quick brown fox jumps over the lazy dog, twice: 🦊🦊."

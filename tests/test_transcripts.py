@@ -1,4 +1,4 @@
-"""Real transcripts (tests/data/transcripts) store as they are and give a valid model input (SPEC §2)."""
+"""Real transcripts (tests/data/transcripts) store as they are and give a valid model input."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""Property tests of what a client may send (SPEC §1, §5.3): whatever JSON-like value arrives as a
+"""Property tests of what a client may send: whatever JSON-like value arrives as a
 message, a batch or a request body, validation either accepts it or raises one of its DomainErrors (a 4xx),
 never anything else; and a message the API accepts reads back from the raw log as it was sent."""
 

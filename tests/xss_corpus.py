@@ -1,4 +1,4 @@
-"""Hostile strings for the browser-safety tests (SPEC §6: content from applications never runs as
+"""Hostile strings for the browser-safety tests (content from applications never runs as
 script or HTML in the dashboard), shared by tests/dashboard/test_xss_corpus.py and
 tests/browser/test_xss_corpus.py.
 

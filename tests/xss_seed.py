@@ -22,11 +22,11 @@ from sessions.demo import tiny_png
 from sessions.errors import DomainError
 from sessions.exports import EXPORT_FORMAT
 from sessions.members import set_member
-from sessions.messages import update_message
+from sessions.message_edits import update_message
 from sessions.models import Checkpoint, Event, Message, Project, Session
+from sessions.next_request import build_request
 from sessions.notes import add_note, parse_tags, set_tags
-from sessions.requests import build_request
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 from .xss_corpus import PAYLOADS, pack
 

@@ -20,7 +20,7 @@ from sessions.append import append_messages
 from sessions.checkpoints import create_imported_checkpoint
 from sessions.errors import DomainError
 from sessions.models import Project, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 from .base import ImportedSession, TranscriptError
 from .detect import parse_transcript

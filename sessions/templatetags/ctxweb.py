@@ -30,3 +30,9 @@ def event_data(event):
 def checkpoint_palette(index: int) -> int:
     """The colour class number (cp-N) of the checkpoint at `index` in the session's list, oldest first."""
     return palette_colour(index)
+
+
+@register.simple_tag
+def session_url(session, name: str, *args) -> str:
+    """The URL of one of a session's pages or fragments: {% session_url session 'session_log' %}."""
+    return session.url(name, *args)

@@ -1,5 +1,5 @@
 """API keys are found by their stored, non-secret prefix and their SHA-256 is compared in constant time
-(hmac.compare_digest), on a hit and on a miss alike (SPEC §5: stored only as a hash)."""
+(hmac.compare_digest), on a hit and on a miss alike (stored only as a hash)."""
 
 import hashlib
 import hmac

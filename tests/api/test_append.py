@@ -1,4 +1,4 @@
-"""POST /api/v1/sessions/{key}/messages (SPEC §5.3): append a batch, all or nothing."""
+"""POST /api/v1/sessions/{key}/messages: append a batch, all or nothing."""
 
 import base64
 from datetime import datetime

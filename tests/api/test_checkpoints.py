@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions/{key}/checkpoints (SPEC §5.10): the session's checkpoints, newest first."""
+"""GET /api/v1/sessions/{key}/checkpoints: the session's checkpoints, newest first."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""POST /api/v1/sessions/{key}/compact (SPEC §5.7, §4): request compaction; the outcome and its events."""
+"""POST /api/v1/sessions/{key}/compact: request compaction; the outcome and its events."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions/{key}/events?type= (SPEC §5.10, §4.4): the session's events in order, filtered by
+"""GET /api/v1/sessions/{key}/events?type=: the session's events in order, filtered by
 exact type or by a prefix such as COMPACTION_."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions/{key}/export?format=json|jsonl|markdown (SPEC §5.11): one session, lossless JSON
+"""GET /api/v1/sessions/{key}/export?format=json|jsonl|markdown: one session, lossless JSON
 that appends back unchanged, JSON Lines, or a Markdown transcript."""
 
 import base64

@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions/{key} (SPEC §5.2): one session with its counts."""
+"""GET /api/v1/sessions/{key}: one session with its counts."""
 
 import pytest
 

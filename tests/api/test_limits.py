@@ -1,4 +1,4 @@
-"""Limits on what a client may send, and bodies of every odd shape (SPEC §5, §5.3, §8): each limit is a
+"""Limits on what a client may send, and bodies of every odd shape: each limit is a
 setting, each breach a clear 4xx JSON error {"detail", "code"}, never a 500, and a rejected request
 stores nothing, not even the session an append or a request build would have created."""
 

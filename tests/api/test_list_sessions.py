@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions?q=&limit=&cursor= (SPEC §5.2): the project's sessions, most recently active
+"""GET /api/v1/sessions?q=&limit=&cursor=: the project's sessions, most recently active
 first, in pages chained by an opaque cursor."""
 
 import base64

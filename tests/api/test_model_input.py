@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions/{key}/model-input?format=&as_of= (SPEC §5.6, §2): the model input with its token
+"""GET /api/v1/sessions/{key}/model-input?format=&as_of=: the model input with its token
 totals, the checkpoint used and what was left out."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""PATCH /api/v1/sessions/{key}/messages/{seq} (SPEC §5.5): change include_in_messages and/or attributes;
+"""PATCH /api/v1/sessions/{key}/messages/{seq}: change include_in_messages and/or attributes;
 records MESSAGE_UPDATED."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""PUT /api/v1/sessions/{key} (SPEC §5.1): create (201) or update (200) a session."""
+"""PUT /api/v1/sessions/{key}: create (201) or update (200) a session."""
 
 import pytest
 

@@ -1,5 +1,5 @@
-"""Query counts of the read endpoints are pinned: they do not grow with the page or the session (SPEC §8,
-STYLE "query counts are pinned on list endpoints"). Two queries authenticate: the address's recent failed
+"""Query counts of the read endpoints are pinned: they do not grow with the page or the session ("query
+counts are pinned on list endpoints"). Two queries authenticate: the address's recent failed
 keys (sessions/throttle.py), then the key; the key's last_used_at is written at most once a minute, so a
 first request warms it up."""
 

@@ -1,4 +1,4 @@
-"""GET /api/v1/sessions/{key}/messages?after=&limit= (SPEC §5.4): the raw log, in seq order, paginated."""
+"""GET /api/v1/sessions/{key}/messages?after=&limit=: the raw log, in seq order, paginated."""
 
 import pytest
 

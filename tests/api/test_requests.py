@@ -1,4 +1,4 @@
-"""POST /api/v1/sessions/{key}/requests (SPEC §5.9): build the next request. Persistable messages are
+"""POST /api/v1/sessions/{key}/requests: build the next request. Persistable messages are
 stored, unpersisted ones are only part of this request; REQUEST_BUILT records what was sent."""
 
 import json

@@ -1,4 +1,4 @@
-"""POST /api/v1/tokens (SPEC §5.8, §3): count an OpenAI-format message list, total and per message."""
+"""POST /api/v1/tokens: count an OpenAI-format message list, total and per message."""
 
 import pytest
 

@@ -5,7 +5,7 @@ import json
 from sessions.append import append_messages
 from sessions.demo import call, long_run_messages
 from sessions.models import Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 ACTOR = "browser-test"
 XSS = "<img src=x onerror=alert(1)><script>alert(2)</script>"

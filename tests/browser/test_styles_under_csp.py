@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from sessions.inspection import PALETTE
 from sessions.models import Session
-from sessions.requests import build_request
+from sessions.next_request import build_request
 
 from .conftest import log_in
 from .data import ACTOR, session_url

@@ -1,4 +1,4 @@
-"""Message text from applications is shown as text: it never runs as script or HTML (SPEC §6)."""
+"""Message text from applications is shown as text: it never runs as script or HTML."""
 
 import pytest
 from playwright.sync_api import expect

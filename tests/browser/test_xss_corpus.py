@@ -1,4 +1,4 @@
-"""No vector of the XSS corpus (tests/xss_corpus.py) runs in Chromium on any dashboard page (SPEC §6),
+"""No vector of the XSS corpus (tests/xss_corpus.py) runs in Chromium on any dashboard page,
 and Chromium enforces the dashboard's Content-Security-Policy.
 
 A canary installed before any page script records every call to alert/confirm/prompt/print and every

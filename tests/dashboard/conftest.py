@@ -16,7 +16,7 @@ from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.demo import tiny_png
 from sessions.models import Membership, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 HOST = "127.0.0.1"
 PASSWORD = "correct horse battery staple"

@@ -1,4 +1,4 @@
-"""Staff actions on a session (SPEC §6): compact now and include/hide a message need the editor role;
+"""Staff actions on a session: compact now and include/hide a message need the editor role;
 viewers get 403 and see no button; outsiders get 404; every POST needs the CSRF token."""
 
 import json

@@ -1,4 +1,4 @@
-"""The API keys page (SPEC §5, §6): admins create keys (the secret shown once, stored as a hash) and
+"""The API keys page: admins create keys (the secret shown once, stored as a hash) and
 revoke them; other roles manage no keys."""
 
 import hashlib

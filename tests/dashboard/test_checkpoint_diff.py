@@ -1,4 +1,4 @@
-"""The compaction diff (SPEC §6): for a checkpoint, what left the model input, what replaced it and
+"""The compaction diff: for a checkpoint, what left the model input, what replaced it and
 what stayed."""
 
 from django.urls import reverse

@@ -1,4 +1,4 @@
-"""Downloads of one session (SPEC §5.11) from the dashboard: lossless JSON, JSON Lines, Markdown."""
+"""Downloads of one session from the dashboard: lossless JSON, JSON Lines, Markdown."""
 
 import json
 

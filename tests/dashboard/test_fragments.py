@@ -1,5 +1,5 @@
 """The fragments the session page refreshes with htmx: new messages (live), the size chart and the
-event history (SPEC §6: new messages appear without a reload; compactions show as drops)."""
+event history (new messages appear without a reload; compactions show as drops)."""
 
 from sessions.append import append_messages
 from sessions.compaction import compact
@@ -101,7 +101,7 @@ def test_the_chart_shows_a_skipped_or_failed_compaction_as_no_drop(viewer_client
 
 
 def test_the_chart_of_a_session_without_history_says_so(viewer_client, project):
-    from sessions.store import update_session
+    from sessions.session_store import update_session
 
     update_session(project, "empty", {"title": "nothing yet"}, "test")
     response = viewer_client.get("/p/default/s/empty/chart/")

@@ -1,5 +1,5 @@
 """Every dashboard page, fragment, download and action sends an anonymous visitor to the login page
-and changes nothing (SPEC §6: login required everywhere)."""
+and changes nothing (login required everywhere)."""
 
 from urllib.parse import urlsplit
 
@@ -56,8 +56,8 @@ def _actions(story, note, api_key):
 
 @pytest.fixture
 def things(story, viewer_user, project):
+    from sessions.next_request import build_request
     from sessions.notes import add_note
-    from sessions.requests import build_request
 
     note = add_note(story.session, viewer_user, "a note", story.result)
     api_key, _ = create_api_key(project, "app")

@@ -9,7 +9,7 @@ from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.inspection import PALETTE
 from sessions.models import Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 from .conftest import history_turn, session_url
 from .dom import parse

@@ -1,10 +1,10 @@
-"""The request view (SPEC §6, §5.9): for each REQUEST_BUILT, what that request contained, with the
+"""The request view: for each REQUEST_BUILT, what that request contained, with the
 request's unpersisted messages counted but never shown (their content was not stored)."""
 
 from django.urls import reverse
 
 from sessions.models import Event, EventType
-from sessions.requests import build_request
+from sessions.next_request import build_request
 from sessions.tokens import count_message
 
 from .dom import parse

@@ -1,4 +1,4 @@
-"""Search across transcripts down to the message (SPEC §6), on SQLite FTS5 and PostgreSQL full-text:
+"""Search across transcripts down to the message, on SQLite FTS5 and PostgreSQL full-text:
 exact phrase first, filters, escaped highlighting, tenant isolation, links, the htmx fragment."""
 
 from datetime import UTC, datetime

@@ -1,4 +1,4 @@
-"""The session page (SPEC §6): raw log and model input side by side, coverage, explanations, tool
+"""The session page: raw log and model input side by side, coverage, explanations, tool
 links, images, reasoning, attributes, the meter, permalinks, "as of", and windows whose cost does not
 grow with the session."""
 
@@ -355,7 +355,7 @@ def test_a_session_with_special_characters_in_its_key_opens_and_links_correctly(
 
 
 def test_an_empty_session_opens(viewer_client, project):
-    from sessions.store import update_session
+    from sessions.session_store import update_session
 
     update_session(project, "empty", {"title": "Nothing yet"}, "t")
     doc = parse(viewer_client.get("/p/default/s/empty/"))

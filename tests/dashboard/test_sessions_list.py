@@ -1,4 +1,4 @@
-"""The sessions list (SPEC §6): its rows, search, filters, sorts, pages, the htmx fragment, who sees
+"""The sessions list: its rows, search, filters, sorts, pages, the htmx fragment, who sees
 what, and a query count that does not grow with the page size."""
 
 from datetime import UTC, datetime, timedelta
@@ -12,7 +12,7 @@ from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.models import Session
 from sessions.notes import set_tags
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 from .conftest import make_client
 from .dom import parse

@@ -1,4 +1,4 @@
-"""No crafted request reaches a write it is not allowed (SPEC §6: staff actions need the right role).
+"""No crafted request reaches a write it is not allowed (staff actions need the right role).
 
 Every URL pattern of the site is read from the urlconf and must be classified in ROUTES (or belong to
 a namespace of NAMESPACES): a new view that is not classified fails
@@ -25,8 +25,8 @@ from django.urls import URLResolver, get_resolver
 
 from sessions.api_keys import create_api_key
 from sessions.models import AuthFailure, Membership, Project
+from sessions.next_request import build_request
 from sessions.notes import add_note
-from sessions.requests import build_request
 
 from .conftest import make_client
 

@@ -1,4 +1,4 @@
-"""Content from applications never runs as script or HTML in the dashboard (SPEC §6): a payload in
+"""Content from applications never runs as script or HTML in the dashboard: a payload in
 every field a page shows is rendered as text, and dashboard pages carry a Content-Security-Policy
 that allows scripts only from our own origin."""
 
@@ -10,9 +10,9 @@ from django.urls import reverse
 from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.models import Session
+from sessions.next_request import build_request
 from sessions.notes import add_note
-from sessions.requests import build_request
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 from .conftest import session_url
 from .dom import parse

@@ -1,5 +1,5 @@
 """Every vector of the XSS corpus (tests/xss_corpus.py), stored in every field a page shows, comes back
-escaped on every dashboard page and fragment (SPEC §6) — the fast counterpart of
+escaped on every dashboard page and fragment — the fast counterpart of
 tests/browser/test_xss_corpus.py, with Django's test client and the standard library's HTML parser.
 
 The corpus is stored once for the module (in a transaction that is rolled back afterwards) and every

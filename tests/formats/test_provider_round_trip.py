@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from sessions.append import append_messages
-from sessions.formats import render
+from sessions.formats import render_model_input
 from sessions.importers import import_file
 from sessions.model_input import build_model_input
 from sessions.models import Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
 FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl"))
@@ -20,7 +20,7 @@ PLACEMENT = ("kind", "seq", "id", "checkpoint_id", "dropped_tool_calls")
 
 
 def fetched(session: Session, fmt: str):
-    return render(build_model_input(Session.objects.get(pk=session.pk)), fmt)
+    return render_model_input(build_model_input(Session.objects.get(pk=session.pk)), fmt)
 
 
 def append_back(project, key: str, fmt: str, model_input) -> Session:

@@ -10,7 +10,7 @@ from sessions.compaction import compact
 from sessions.demo import tiny_png
 from sessions.exports import export_json, export_jsonl
 from sessions.models import Checkpoint, Message, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 from tests.importers.conftest import counts, openai_input
 
 PARAGRAPH = "The customer asked about rebooking flight TP1351 because of the strike, twice. " * 6

@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from sessions.compaction import compact
 from sessions.errors import DomainError
 from sessions.models import Project
-from sessions.store import get_session
+from sessions.session_store import get_session
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Sessions: finding them, creating and updating them (SPEC §1, §5.1)."""
+"""Sessions: finding them, creating and updating them."""
 
 import re
 

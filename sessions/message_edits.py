@@ -1,4 +1,4 @@
-"""Changing a stored message: only its include_in_messages flag and its attributes (SPEC §5.5).
+"""Changing a stored message: only its include_in_messages flag and its attributes.
 Everything the model saw stays as it was stored."""
 
 from django.db import transaction
@@ -8,7 +8,7 @@ from .event_types import MessageUpdated
 from .events import record
 from .model_input import refresh_input_tokens
 from .models import Message, Project
-from .store import get_session
+from .session_store import get_session
 from .validation import check_json
 
 

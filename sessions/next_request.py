@@ -1,4 +1,4 @@
-"""Building the next request to the model (SPEC §5.9): store what may be stored, compact when the
+"""Building the next request to the model: store what may be stored, compact when the
 request crosses max_tokens, return the model input with the request's unpersisted messages, and
 record REQUEST_BUILT with what was sent; and reading back what a recorded request sent."""
 
@@ -12,7 +12,7 @@ from .event_types import RequestBuilt
 from .events import event_data, record
 from .model_input import ModelInput, build_model_input, summary_message_text, visible_messages
 from .models import Checkpoint, Event, EventType, Message, Project, Role, Session
-from .store import get_or_create_locked, update_session
+from .session_store import get_or_create_locked, update_session
 
 
 @dataclass
