@@ -628,7 +628,7 @@ def test_a_summarizer_timeout_is_recorded_and_changes_nothing(append, openai_stu
     elapsed = time.monotonic() - started_at
 
     assert outcome.status == "failed"
-    assert elapsed < 5
+    assert elapsed < openai_stub.delay  # it gave up before the answer came (retries included)
     assert len(openai_stub.received) == 1
     assert event_types(session) == [STARTED, FAILED]
     failed = compaction_events(session)[1]
