@@ -104,26 +104,16 @@ class Report:
         print("ctxweb benchmark  " + "  ".join(f"{k}: {v}" for k, v in self.machine.items()), file=out)
         print("sizes  " + "  ".join(f"{k}={v}" for k, v in self.sizes.items()), file=out)
         print("", file=out)
-        width = max([len(name) for name in self.figures] + [20])
-        print(f"{'measurement':<{width}}  {'median':>12}  {'min':>12}  {'max':>12}  {'n':>4}  unit", file=out)
-        print("-" * (width + 58), file=out)
-        for f in self.figures.values():
-            print(
-                f"{f.name:<{width}}  {fmt(f.median):>12}  {fmt(min(f.samples)):>12}  {fmt(max(f.samples)):>12}"
-                f"  {len(f.samples):>4}  {f.unit}",
-                file=out,
-            )
+        table(out, ("measurement", "median", "min", "max", "n", "unit"), [
+            (f.name, fmt(f.median), fmt(min(f.samples)), fmt(max(f.samples)), str(len(f.samples)), f.unit)
+            for f in self.figures.values()
+        ], min_width=20)
         if self.targets:
             print("", file=out)
-            twidth = max(len(name) for name in self.targets)
-            print(f"{'target':<{twidth}}  {'value':>12}  {'target':>12}  result", file=out)
-            print("-" * (twidth + 40), file=out)
-            for t in self.targets.values():
-                print(
-                    f"{t.name:<{twidth}}  {fmt(t.value) + t.unit:>12}  {t.op + ' ' + format(t.limit, 'g') + t.unit:>12}"
-                    f"  {'met' if t.met else 'MISSED'}",
-                    file=out,
-                )
+            table(out, ("target", "value", "target", "result"), [
+                (t.name, fmt(t.value) + t.unit, t.op + " " + format(t.limit, "g") + t.unit, "met" if t.met else "MISSED")
+                for t in self.targets.values()
+            ])
         print("", file=out)
         for text in self.notes:
             print(f"note: {text}", file=out)
@@ -146,6 +136,21 @@ class Report:
             "notes": self.notes,
             "duration_s": round(duration, 2),
         }
+
+
+def table(out, header: tuple, rows: list[tuple], min_width: int = 0) -> None:
+    """A plain-text table: the first column left-aligned, the others right-aligned, the last as it is."""
+    width = max([len(row[0]) for row in rows] + [len(header[0]), min_width])
+    widths = [width] + [12] * (len(header) - 2)
+
+    def line(cells):
+        head = "  ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
+        return f"{head}  {cells[-1]}"
+
+    print(line(header), file=out)
+    print("-" * (sum(widths) + 2 * len(widths) + 6), file=out)
+    for row in rows:
+        print(line(row), file=out)
 
 
 def fmt(value: float) -> str:

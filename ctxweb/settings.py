@@ -20,24 +20,24 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def env_int(name: str, default: int) -> int:
+def env_number(name: str, default, kind=int):
+    """An environment variable read as `kind` (int or float), or `default` when unset or empty."""
     value = os.environ.get(name)
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        return kind(value)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+        what = "an integer" if kind is int else "a number"
+        raise ImproperlyConfigured(f"{name} must be {what}, got {value!r}") from exc
+
+
+def env_int(name: str, default: int) -> int:
+    return env_number(name, default, int)
 
 
 def env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+    return env_number(name, default, float)
 
 
 DEBUG = env_bool("DEBUG", False)

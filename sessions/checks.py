@@ -17,13 +17,17 @@ def check_token_encoding(app_configs, **kwargs):
     return []
 
 
+def _at_least(name: str, minimum: int, check_id: str, unit: str = "") -> list[Error]:
+    """An error when setting `name` is below `minimum`."""
+    if getattr(settings, name) >= minimum:
+        return []
+    wording = "must not be negative" if minimum == 0 else f"must be at least {minimum}{unit}"
+    return [Error(f"{name} {wording}.", id=check_id)]
+
+
 @register()
 def check_compaction_defaults(app_configs, **kwargs):
-    errors = []
-    if settings.CTXWEB_MAX_TOKENS < 1:
-        errors.append(Error("CTXWEB_MAX_TOKENS must be at least 1.", id="ctxweb.E002"))
-    if settings.CTXWEB_KEEP_RECENT_TOKENS < 0:
-        errors.append(Error("CTXWEB_KEEP_RECENT_TOKENS must not be negative.", id="ctxweb.E003"))
+    errors = _at_least("CTXWEB_MAX_TOKENS", 1, "ctxweb.E002") + _at_least("CTXWEB_KEEP_RECENT_TOKENS", 0, "ctxweb.E003")
     if settings.CTXWEB_SUMMARIZER not in SUMMARIZERS:
         errors.append(Error(f"CTXWEB_SUMMARIZER must be one of {', '.join(SUMMARIZERS)}.", id="ctxweb.E004"))
     if settings.CTXWEB_SUMMARIZER_TIMEOUT <= 0:
@@ -37,11 +41,8 @@ def check_compaction_defaults(app_configs, **kwargs):
 
 @register()
 def check_auth_failure_limits(app_configs, **kwargs):
-    errors = []
-    if settings.CTXWEB_AUTH_FAILURE_LIMIT < 1:
-        errors.append(Error("CTXWEB_AUTH_FAILURE_LIMIT must be at least 1.", id="ctxweb.E010"))
-    if settings.CTXWEB_AUTH_FAILURE_WINDOW < 1:
-        errors.append(Error("CTXWEB_AUTH_FAILURE_WINDOW must be at least 1 second.", id="ctxweb.E011"))
-    if settings.CTXWEB_TRUSTED_PROXY_COUNT < 0:
-        errors.append(Error("CTXWEB_TRUSTED_PROXY_COUNT must not be negative.", id="ctxweb.E012"))
-    return errors
+    return (
+        _at_least("CTXWEB_AUTH_FAILURE_LIMIT", 1, "ctxweb.E010")
+        + _at_least("CTXWEB_AUTH_FAILURE_WINDOW", 1, "ctxweb.E011", " second")
+        + _at_least("CTXWEB_TRUSTED_PROXY_COUNT", 0, "ctxweb.E012")
+    )

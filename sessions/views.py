@@ -122,14 +122,20 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     })
 
 
+def _laid_out(request: HttpRequest, project: str, key: str):
+    """What the session page's fragments start from: the session, the as-of point asked for, its
+    checkpoints and the model input's layout."""
+    session = access.get_session_for(request.user, project, key)
+    as_of = _as_of(request, session)
+    checkpoints = checkpoints_of(session)
+    return session, as_of, checkpoints, page_layout(session, checkpoints, as_of)
+
+
 @login_required
 @require_GET
 def raw_log_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """More of the raw log: before or after a seq (the 'load earlier/later' buttons)."""
-    session = access.get_session_for(request.user, project, key)
-    as_of = _as_of(request, session)
-    checkpoints = checkpoints_of(session)
-    layout = page_layout(session, checkpoints, as_of)
+    session, as_of, checkpoints, layout = _laid_out(request, project, key)
     after = _int(request.GET.get("after"))
     before = _int(request.GET.get("before"))
     if after is None and before is None:
@@ -144,10 +150,7 @@ def raw_log_fragment(request: HttpRequest, project: str, key: str) -> HttpRespon
 @login_required
 @require_GET
 def model_input_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
-    session = access.get_session_for(request.user, project, key)
-    as_of = _as_of(request, session)
-    checkpoints = checkpoints_of(session)
-    layout = page_layout(session, checkpoints, as_of)
+    session, as_of, checkpoints, layout = _laid_out(request, project, key)
     before = _int(request.GET.get("before"))
     window = input_window(session, layout, checkpoints, before=before)
     return render(request, "sessions/_input_window.html", {"session": session, "input": window, "as_of": as_of,
