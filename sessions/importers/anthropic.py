@@ -22,7 +22,7 @@ BLOCK_TYPES = {
     "text", "image", "document", "search_result", "tool_use", "tool_result", "thinking", "redacted_thinking",
     "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
     "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "tool_search_tool_result",
-    "mcp_tool_use", "mcp_tool_result", "container_upload",
+    "mcp_tool_use", "mcp_tool_result", "container_upload", "tool_reference",
 }
 # Fields of OpenAI Chat Completions messages: a message carrying one is not an Anthropic message.
 OPENAI_FIELDS = ("tool_calls", "tool_call_id", "function_call", "reasoning_content")
