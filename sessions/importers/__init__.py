@@ -1,6 +1,7 @@
-"""Importing transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs and
-ctxweb's own exports, each recognised automatically (sessions.importers.detect), translated by its
-module, and stored through the domain functions by sessions.importers.runner."""
+"""Importing transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs,
+SWE-agent trajectories and ctxweb's own exports, each recognised automatically
+(sessions.importers.detect), translated by its module, and stored through the domain functions by
+sessions.importers.runner."""
 
 from .base import TranscriptError
 from .detect import FORMATS, parse_transcript

@@ -4,6 +4,11 @@ A user message holding `tool_result` blocks becomes one `tool` message per resul
 message with its other blocks (if any); an assistant message keeps its text, its `tool_use` blocks
 become tool calls (the input as JSON text) and its `thinking` becomes reasoning. Claude Code logs use
 the same blocks (sessions.importers.claude_code reuses these functions).
+
+Only Anthropic's roles (user, assistant) and block types are read; anything else (an OpenAI system or
+tool message, `tool_calls`, an `image_url` part) fails the file, so a file in another format is never
+stored as garbage. Anthropic blocks ctxweb does not model (documents, server tool results) are kept in
+attributes.unsupported_blocks.
 """
 
 import json
@@ -11,6 +16,26 @@ import json
 from .base import ImportedSession, Source, TranscriptError, finish_content, text_of
 
 FORMAT = "anthropic"
+ROLES = ("user", "assistant")
+# Every content block type of the Messages API, ctxweb's or not (those are kept in attributes).
+BLOCK_TYPES = {
+    "text", "image", "document", "search_result", "tool_use", "tool_result", "thinking", "redacted_thinking",
+    "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+    "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "tool_search_tool_result",
+    "mcp_tool_use", "mcp_tool_result", "container_upload", "tool_reference",
+}
+# Fields of OpenAI Chat Completions messages: a message carrying one is not an Anthropic message.
+OPENAI_FIELDS = ("tool_calls", "tool_call_id", "function_call", "reasoning_content")
+
+
+def check_blocks(blocks: list) -> None:
+    """Refuse content that is not made of Anthropic blocks."""
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str):
+            raise TranscriptError("a content block must be an object with a type")
+        if kind not in BLOCK_TYPES:
+            raise TranscriptError(f"content block type {kind!r} is not an Anthropic Messages block")
 
 
 def image_part(block: dict) -> dict | None:
@@ -29,6 +54,7 @@ def content_parts(blocks, attributes: dict) -> list[dict]:
     """Text and image blocks as ctxweb parts; other blocks are kept in attributes."""
     if isinstance(blocks, str):
         return [{"type": "text", "text": blocks}] if blocks else []
+    check_blocks(blocks or [])
     parts, other = [], []
     for block in blocks or ():
         kind = block.get("type") if isinstance(block, dict) else None
@@ -62,7 +88,7 @@ def tool_result_message(block: dict, message_id: str | None, attributes: dict) -
     return message
 
 
-def user_messages(content, message_id: str | None, attributes: dict, role: str = "user") -> list[dict]:
+def user_messages(content, message_id: str | None, attributes: dict) -> list[dict]:
     """A user message: its tool results first (one tool message each), then the rest as one message."""
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}]
@@ -70,6 +96,7 @@ def user_messages(content, message_id: str | None, attributes: dict, role: str =
         blocks = content
     else:
         raise TranscriptError("message content must be a string or a list of blocks")
+    check_blocks(blocks)
     results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
     rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
     outputs = []
@@ -85,7 +112,7 @@ def user_messages(content, message_id: str | None, attributes: dict, role: str =
         else:
             own = dict(attributes)
             parts = content_parts(value, own)
-            message = {"id": this_id, "role": role, "content": finish_content(parts)}
+            message = {"id": this_id, "role": "user", "content": finish_content(parts)}
             if own:
                 message["attributes"] = own
             messages.append(message)
@@ -109,6 +136,7 @@ class AssistantMessage:
             content = [{"type": "text", "text": content}]
         if not isinstance(content, list):
             raise TranscriptError("message content must be a string or a list of blocks")
+        check_blocks(content)
         other = []
         for block in content:
             kind = block.get("type") if isinstance(block, dict) else None
@@ -153,16 +181,20 @@ def convert_message(message, message_id: str | None, where: str) -> list[dict]:
     if not isinstance(message, dict):
         raise TranscriptError(f"{where}: a message must be an object")
     role = message.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise TranscriptError(f"{where}: role {role!r} is not an Anthropic Messages role; Anthropic's are user "
+                              "and assistant (the system prompt is the separate `system`)")
+    foreign = [name for name in OPENAI_FIELDS if name in message]
+    if foreign:
+        raise TranscriptError(f"{where}: `{foreign[0]}` is a field of OpenAI Chat Completions messages, "
+                              "not of Anthropic Messages")
     attributes = {k: v for k, v in message.items() if k not in ("role", "content")}
     try:
         if role == "assistant":
             assistant = AssistantMessage(message_id, attributes)
             assistant.add(message.get("content", ""))
             return [assistant.message()]
-        if role == "user":
-            return user_messages(message.get("content", ""), message_id, attributes)
-        attributes["original_role"] = role
-        return user_messages(message.get("content", ""), message_id, attributes, role="agent")
+        return user_messages(message.get("content", ""), message_id, attributes)
     except TranscriptError as exc:
         raise TranscriptError(f"{where}: {exc}") from None
 

@@ -12,6 +12,7 @@ from sessions.models import Role
 
 KEY_CHARS = re.compile(r"[^A-Za-z0-9._:@-]+")
 MAX_KEY = 200
+MAX_STEM = 120
 ROLES = set(Role.values)
 
 
@@ -42,6 +43,9 @@ class ImportedSession:
     compaction: dict | None = None
     created_at: str | None = None
     checkpoints: list[ImportedCheckpoint] = field(default_factory=list)
+    # A metadata path and value shared by a conversation's sessions across files (a parent and its
+    # sub-agents, told apart by metadata.sidechain): sessions.importers.links links them both ways.
+    family: tuple[str, str] | None = None
 
 
 @dataclass
@@ -65,8 +69,8 @@ class Source:
     @classmethod
     def for_file(cls, name: str, key_prefix: str = "") -> "Source":
         base = name.replace("\\", "/").rsplit("/", 1)[-1]
-        stem = re.sub(r"\.(jsonl|json|ndjson)$", "", base, flags=re.IGNORECASE) or "transcript"
-        return cls(base, shorten(safe_key(stem), 120), KEY_CHARS.sub("-", key_prefix)[:100])
+        stem = re.sub(r"\.(jsonl|json|ndjson|traj)$", "", base, flags=re.IGNORECASE) or "transcript"
+        return cls(base, shorten(safe_key(stem), MAX_STEM), KEY_CHARS.sub("-", key_prefix)[:100])
 
     def key(self, *suffixes) -> str:
         """A session key: the prefix, the file stem and the suffixes, within the 200 characters allowed."""
@@ -88,11 +92,12 @@ def safe_key(text: str) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, with a hash of the whole so cut names stay distinct."""
+    """`text` cut to `limit` characters, ending in a digest of the whole so cut names stay distinct. Only
+    key characters are added, so a cut key is still a valid key."""
     if len(text) <= limit:
         return text
     digest = hashlib.sha1(text.encode()).hexdigest()[:10]
-    return text[: max(1, limit - 11)] + "~" + digest
+    return text[: max(1, limit - 11)] + "-" + digest
 
 
 def text_of(content) -> str:

@@ -5,16 +5,23 @@
 - Each `tool_result` block comes back on a `user` line and becomes a `tool` message.
 - Sub-agent threads (`isSidechain: true`, each starting at a root line) are sessions of their own,
   linked both ways in metadata (`parent_session`, `sidechains`); when a thread answers a `Task` call of
-  the main thread, `parent_tool_call_id` names that call.
-- `summary` lines give the session's title.
+  the main thread, `parent_tool_call_id` names that call. A sub-agent written to a file of its own
+  carries the parent's `sessionId`, by which sessions.importers.links finds the parent.
+- A `summary` line gives the session's title when its `leafUuid` is a line of this file (Claude Code
+  also writes summaries of other sessions); otherwise the title is the first prompt the user typed.
 - A compaction (`compact_boundary` system line, then the `isCompactSummary` user line with the summary)
   becomes a checkpoint covering everything before the boundary; the summary line itself stays in the
   raw log, hidden from the model input (the checkpoint already gives the model that text).
-- `isMeta` lines (slash-command expansions) are kept with include_in_messages false and the flag in
-  attributes. Other system lines are kept as stored system messages (never part of a model input).
+- `isMeta` user lines (slash-command expansions, the "Caveat: ... DO NOT respond" line) are hidden in
+  Claude Code's own transcript view but sent to the model: they stay in the model input, marked with
+  attributes.hidden_in_source_ui. Other system lines are kept as stored system messages (never part of a
+  model input).
+- Entries of other types (file-history snapshots, queue operations) are skipped; a line without a
+  type, or a message that is not an Anthropic one, fails the file.
 """
 
 import json
+import re
 
 from .anthropic import AssistantMessage, user_messages
 from .base import ImportedCheckpoint, ImportedSession, Parsed, Source, TranscriptError, safe_key, text_of
@@ -25,6 +32,12 @@ SUMMARIZER = "claude-code"
 # Fields every line repeats: kept once in the session's metadata, and on a message only where they differ.
 SESSION_FIELDS = ("sessionId", "cwd", "gitBranch", "version")
 REPEATED = (*SESSION_FIELDS, "userType", "isSidechain")
+SUMMARY_NOT_SENT = "the model gets this summary from the checkpoint made of this compaction"
+FAMILY = "claude_code__sessionId"  # the metadata path of the sessionId a parent and its sub-agents share
+COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
+COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+# User lines Claude Code writes that are not prompts: a local command's output, an interruption.
+NOT_PROMPTS = ("<local-command-stdout>", "<local-command-stderr>", "[Request interrupted")
 
 
 def looks_like(records: list) -> bool:
@@ -78,6 +91,8 @@ class Thread:
         message = entry.get("message")
         if not isinstance(message, dict):
             raise TranscriptError(f"line {line}: a {kind} entry needs a message object")
+        if message.get("role") != kind:
+            raise TranscriptError(f"line {line}: a {kind} entry holds a message of role {message.get('role')!r}")
         attributes = _attributes(entry)
         if kind == "assistant":
             message_id = message.get("id") or uuid
@@ -92,10 +107,9 @@ class Thread:
         if entry.get("isCompactSummary"):
             self._compaction(entry, uuid, attributes)
             return
-        hidden = bool(entry.get("isMeta"))
+        if entry.get("isMeta"):
+            attributes["hidden_in_source_ui"] = True
         for item in user_messages(message.get("content", ""), uuid, attributes):
-            if hidden:
-                item["include_in_messages"] = False
             self._append(item, entry)
 
     def _compaction(self, entry: dict, uuid: str, attributes: dict) -> None:
@@ -112,6 +126,7 @@ class Thread:
                 created_at=(boundary or {"entry": entry})["entry"].get("timestamp"),
             ))
             message["include_in_messages"] = False
+            message["attributes"]["not_sent_reason"] = SUMMARY_NOT_SENT
         self._append(message, entry)
 
     def finish(self) -> list[dict]:
@@ -129,12 +144,35 @@ class Thread:
         first = next((m for m in self.messages if not isinstance(m, AssistantMessage)), None)
         return first["content"] if first and isinstance(first.get("content"), str) else None
 
+    def first_prompt(self) -> str | None:
+        """The first prompt the user typed, or else the first slash command with its arguments."""
+        commands = []
+        for message in self.messages:
+            if isinstance(message, AssistantMessage) or message["role"] != "user":
+                continue
+            attributes = message.get("attributes") or {}
+            text = text_of(message["content"]).strip()
+            if attributes.get("isMeta") or attributes.get("isCompactSummary") or text.startswith(NOT_PROMPTS):
+                continue
+            if command := COMMAND.search(text):
+                arguments = COMMAND_ARGS.search(text)
+                commands.append(" ".join(part.group(1).strip() for part in (command, arguments) if part))
+            elif text:
+                return _one_line(text)
+        return _one_line(commands[0]) if commands else None
 
-def _title(summaries: list[dict], uuids: set[str]) -> str | None:
-    own = [s for s in summaries if s.get("leafUuid") in uuids]
-    chosen = (own or summaries)[-1:] if summaries else []
-    text = chosen[0].get("summary") if chosen else None
-    return text[:300] if isinstance(text, str) and text.strip() else None
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _summary(summaries: list[dict], uuids: set[str]) -> str | None:
+    """The newest summary of a conversation in this file (a summary's leaf may be in another file)."""
+    own = [s for s in summaries if isinstance(s.get("summary"), str) and isinstance(s.get("leafUuid"), str)
+           and s["leafUuid"] in uuids]
+    text = own[-1]["summary"].strip() if own else ""
+    return text[:300] or None
 
 
 def parse(records: list, source: Source) -> Parsed:
@@ -146,6 +184,8 @@ def parse(records: list, source: Source) -> Parsed:
         if not isinstance(entry, dict):
             raise TranscriptError(f"line {line}: an entry must be a JSON object")
         kind = entry.get("type")
+        if not isinstance(kind, str):
+            raise TranscriptError(f"line {line}: not a Claude Code entry (it has no type)")
         if kind == "summary":
             summaries.append(entry)
             continue
@@ -161,7 +201,10 @@ def parse(records: list, source: Source) -> Parsed:
             thread = main
         if entry.get("uuid"):
             thread_of[entry["uuid"]] = thread
-        thread.add(entry, line)
+        try:
+            thread.add(entry, line)
+        except TranscriptError as exc:
+            raise TranscriptError(str(exc) if str(exc).startswith("line ") else f"line {line}: {exc}") from None
 
     if not thread_of and not main.messages and not sidechains:
         if not summaries:
@@ -170,15 +213,16 @@ def parse(records: list, source: Source) -> Parsed:
     first = main.first or next((t.first for t in sidechains.values()), None) or {}
     claude = {k: first[k] for k in SESSION_FIELDS if k in first}
     repeated = {k: first[k] for k in REPEATED if k in first}
-    title = _title(summaries, set(thread_of))
+    title = _summary(summaries, set(thread_of)) or main.first_prompt()
     sessions = []
     main_key = source.key()
     tasks = _task_calls(main)
+    family = (FAMILY, claude["sessionId"]) if isinstance(claude.get("sessionId"), str) else None
     if main.messages:
         main_messages = main.finish()
         sessions.append(ImportedSession(
             key=main_key, messages=main_messages, title=title, checkpoints=main.checkpoints,
-            metadata={"imported_from": source.provenance(FORMAT), "claude_code": claude},
+            metadata={"imported_from": source.provenance(FORMAT), "claude_code": claude}, family=family,
         ))
         parent = main_key
     else:  # a file holding only sub-agent threads (newer Claude Code writes one file per sub-agent)
@@ -192,15 +236,17 @@ def parse(records: list, source: Source) -> Parsed:
         task = tasks.get(thread.prompt())
         if task:
             metadata["parent_tool_call_id"] = task["id"]
+        about = task["description"] if task and task.get("description") else thread.first_prompt()
         sessions.append(ImportedSession(
             key=main_key if alone else source.key(f"agent-{root}"),
             messages=thread.finish(),
-            title=f"Sub-agent: {task['description']}"[:300] if task and task.get("description") else None,
+            title=f"Sub-agent: {about}"[:300] if about else None,
             checkpoints=thread.checkpoints,
             metadata=metadata,
+            family=family,
         ))
     if main.messages and sidechains:
-        sessions[0].metadata["sidechains"] = [s.key for s in sessions[1:]]
+        sessions[0].metadata["sidechains"] = sorted(s.key for s in sessions[1:])
     for session in sessions:
         for message in session.messages:
             attributes = message.get("attributes") or {}

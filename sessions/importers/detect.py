@@ -1,7 +1,7 @@
 """Reading a transcript file and recognising its format.
 
-A file is JSON, or JSON Lines (one JSON value per line). Claude Code logs and ctxweb exports are
-recognised by their entries; anything else is a set of conversations, found in any of the containers
+A file is JSON, or JSON Lines (one JSON value per line). Claude Code logs, SWE-agent trajectories and
+ctxweb exports are recognised by their entries; anything else is a set of conversations, found in any of the containers
 real logs use (a message list; an object with `messages`; records holding a message list under
 `messages` or `traj`; JSON Lines of any of these), and is Anthropic Messages when its content blocks
 say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions.
@@ -10,10 +10,10 @@ say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat C
 import json
 from dataclasses import dataclass, field
 
-from . import anthropic, claude_code, ctxweb_export, openai
+from . import anthropic, claude_code, ctxweb_export, openai, swe_agent
 from .base import Parsed, Source, TranscriptError
 
-FORMATS = ("auto", "openai", "anthropic", "claude-code", "ctxweb")
+FORMATS = ("auto", "openai", "anthropic", "claude-code", "swe-agent", "ctxweb")
 MESSAGE_LISTS = ("messages", "traj")
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
@@ -127,6 +127,8 @@ def detect(value, jsonl: bool) -> str:
         return ctxweb_export.FORMAT
     if isinstance(value, list) and claude_code.looks_like(value):
         return claude_code.FORMAT
+    if swe_agent.looks_like(value):
+        return swe_agent.FORMAT
     return chat_format(conversations(value, jsonl)[0])
 
 
@@ -146,6 +148,8 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
         if not isinstance(value, list):
             raise TranscriptError("a Claude Code log is JSON Lines: one entry per line")
         return claude_code.parse(value, source)
+    if fmt == swe_agent.FORMAT:
+        return swe_agent.parse(value, source)
     found, records = conversations(value, jsonl)
     module = anthropic if fmt == anthropic.FORMAT else openai
     sessions = [

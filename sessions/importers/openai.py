@@ -2,9 +2,13 @@
 a message list under `messages` or `traj` (one session per record).
 
 Quirks of real logs are kept rather than dropped: `content: null` beside tool calls, `reasoning_content`
-(becomes reasoning), extra fields (kept in attributes), roles OpenAI does not have (stored as `agent`
-with the original role in attributes). The first system message also becomes the session's
-instructions, so the model input has them.
+(becomes reasoning), extra fields (kept in attributes). The first system message also becomes the
+session's instructions, so the model input has them.
+
+Only OpenAI's roles and content parts are read; anything else (an Anthropic block, a role no one
+documents) fails the file, so a file in another format is never stored as garbage. The one other role
+read is mini-swe-agent's `exit`: a record the framework writes after the run, stored with
+include_in_messages false and the reason in attributes.not_sent_reason.
 """
 
 import json
@@ -14,20 +18,42 @@ from .base import ImportedSession, Source, TranscriptError, text_of
 FORMAT = "openai"
 MAPPED = {"role", "content", "tool_calls", "tool_call_id", "name"}
 TEXT_PARTS = {"text", "input_text", "output_text"}
+IMAGE_PARTS = {"image_url", "image"}
+# Parts OpenAI accepts that ctxweb does not model: kept in attributes.unsupported_parts.
+OTHER_PARTS = {"input_audio", "file", "refusal"}
 ROLE_ALIASES = {"developer": "system"}
 STANDARD_ROLES = {"system", "user", "assistant", "tool"}
+# Records that agent frameworks write among the messages but never send to a model: role -> why.
+NOT_SENT = {
+    "exit": "written by mini-swe-agent after the run (its exit status and submission, or the error that "
+            "ended it); never sent to the model",
+}
+# Roles kept as `agent` with attributes.original_role: OpenAI's deprecated `function` results.
+OTHER_ROLES = {"function"}
+KNOWN_ROLES = STANDARD_ROLES | set(ROLE_ALIASES) | OTHER_ROLES | set(NOT_SENT)
 
 
-def _parts(content: list, attributes: dict) -> list[dict]:
+def _part_type(part, where: str) -> str:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if not isinstance(kind, str):
+        kind = None
+    elif kind in TEXT_PARTS | OTHER_PARTS or (kind in IMAGE_PARTS and "source" not in part):
+        return kind
+    what = "a content part without a type" if kind is None else f"content part type {kind!r}"
+    raise TranscriptError(f"{where}: {what} is not an OpenAI Chat Completions part; OpenAI's are text, "
+                          f"image_url, input_audio, file and refusal")
+
+
+def _parts(content: list, attributes: dict, where: str) -> list[dict]:
     parts, unsupported = [], []
     for part in content:
         if isinstance(part, str):
             parts.append({"type": "text", "text": part})
             continue
-        kind = part.get("type") if isinstance(part, dict) else None
+        kind = _part_type(part, where)
         if kind in TEXT_PARTS and isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
-        elif kind in ("image_url", "image"):
+        elif kind in IMAGE_PARTS:
             image = part.get("image_url", part) if kind == "image_url" else part
             if isinstance(image, str):
                 image = {"url": image}
@@ -66,6 +92,11 @@ def convert_message(message, message_id: str | None, where: str) -> dict:
     if not isinstance(message, dict):
         raise TranscriptError(f"{where}: a message must be an object")
     original_role = message.get("role")
+    if not isinstance(original_role, str) or original_role not in KNOWN_ROLES:
+        raise TranscriptError(
+            f"{where}: role {original_role!r} is not an OpenAI Chat Completions role; OpenAI's are system, "
+            f"developer, user, assistant, tool and function (and mini-swe-agent logs add exit)"
+        )
     role = ROLE_ALIASES.get(original_role, original_role)
     attributes = {k: v for k, v in message.items() if k not in MAPPED}
     if role not in STANDARD_ROLES:
@@ -73,6 +104,9 @@ def convert_message(message, message_id: str | None, where: str) -> dict:
     if role != original_role:
         attributes["original_role"] = original_role
     out = {"id": message_id, "role": role}
+    if original_role in NOT_SENT:
+        out["include_in_messages"] = False
+        attributes["not_sent_reason"] = NOT_SENT[original_role]
 
     calls = message.get("tool_calls")
     if calls and role == "assistant":
@@ -84,7 +118,7 @@ def convert_message(message, message_id: str | None, where: str) -> dict:
 
     content = message.get("content")
     if isinstance(content, list):
-        content = _parts(content, attributes) or ""  # a list stays a list: that is what the model got
+        content = _parts(content, attributes, where) or ""  # a list stays a list: that is what the model got
     elif content is None:
         content = None if out.get("tool_calls") else ""
     elif not isinstance(content, str):

@@ -3,7 +3,8 @@ append_messages for the raw log (its client ids make a second import store nothi
 create_imported_checkpoint for compactions found in the source, at the place they happened.
 
 Each file is imported in one transaction: a file that fails stores nothing, and the others still
-import. Automatic compaction does not run on imported history.
+import. Automatic compaction does not run on imported history. A session's dates are its messages'
+(when the source has timestamps), not the import's, so date filters and sorting mean the conversation's.
 """
 
 import logging
@@ -24,8 +25,9 @@ from sessions.session_store import update_session
 
 from .base import ImportedSession, TranscriptError
 from .detect import parse_transcript
+from .links import link_relatives, with_links
 
-SUFFIXES = (".json", ".jsonl", ".ndjson")
+SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 logger = logging.getLogger("ctxweb.import")
 
 
@@ -87,9 +89,17 @@ def _datetime(value):
     return parsed
 
 
-def _session_fields(imported: ImportedSession) -> dict:
-    names = ("title", "metadata", "instructions", "compaction")
-    return {name: getattr(imported, name) for name in names if getattr(imported, name) is not None}
+def _session_fields(project: Project, imported: ImportedSession) -> dict:
+    fields = {"title": imported.title, "metadata": with_links(project, imported),
+              "instructions": imported.instructions, "compaction": imported.compaction}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _dates(imported: ImportedSession) -> tuple:
+    """When the conversation started and when it was last active, from the source's timestamps."""
+    stamps = [d for m in imported.messages if isinstance(m, dict) and (d := _datetime(m.get("created_at")))]
+    first = _datetime(imported.created_at) or (min(stamps) if stamps else None)
+    return first, max(stamps) if stamps else None
 
 
 class _Appender:
@@ -131,11 +141,14 @@ class _Appender:
 
 def store_session(project: Project, imported: ImportedSession, actor: str, report: FileReport) -> Session:
     try:
-        session, created = update_session(project, imported.key, _session_fields(imported), actor)
+        session, created = update_session(project, imported.key, _session_fields(project, imported), actor)
     except DomainError as exc:
         raise DomainError(f"session {imported.key}: {exc.detail}", code=exc.code) from exc
-    if created and imported.created_at and (created_at := _datetime(imported.created_at)):
-        Session.objects.filter(pk=session.pk).update(created_at=created_at)
+    started, last_active = _dates(imported)
+    if created and started:
+        Session.objects.filter(pk=session.pk).update(created_at=started)
+    active_before = session.last_activity_at
+    stored_before = report.messages
     report.sessions_created += created
     report.keys.append(imported.key)
     appender = _Appender(project, imported, actor, report)
@@ -158,6 +171,10 @@ def store_session(project: Project, imported: ImportedSession, actor: str, repor
             raise DomainError(f"session {imported.key}: {exc.detail}", code=exc.code) from exc
         report.checkpoints += new
     appender.up_to(total)
+    if last_active and report.messages > stored_before:
+        latest = last_active if created else max(last_active, active_before)
+        Session.objects.filter(pk=session.pk).update(last_activity_at=latest)
+    link_relatives(project, imported, actor)
     return session
 
 
@@ -192,7 +209,7 @@ def import_data(
 
 
 def collect_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The files to import: each path given, and every .json/.jsonl file under each folder given."""
+    """The files to import: each path given, and every file with a SUFFIXES ending under each folder given."""
     files = []
     for path in map(Path, paths):
         if path.is_dir():

@@ -4,11 +4,13 @@ holds, and checking its model input the way a provider would."""
 import json
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from sessions.formats import to_anthropic, to_openai
 from sessions.importers import import_data
 from sessions.model_input import build_model_input
-from sessions.models import Event, Message, Session
+from sessions.models import Event, Membership, Message, Session
 from tests.builders import openai_input_problems
 
 
@@ -22,6 +24,26 @@ def import_bytes(project):
         return import_data(options.pop("project", project), name, data, **options)
 
     return _import
+
+
+HOST = "127.0.0.1"  # the test client must use a host in ALLOWED_HOSTS
+
+
+def client_for(project, role=None, username="person") -> Client:
+    """A logged-in dashboard client for a new user with `role` in `project` (none when role is None)."""
+    user = get_user_model().objects.create_user(username, f"{username}@example.com", "pw")
+    if role is not None:
+        Membership.objects.create(user=user, project=project, role=role)
+    client = Client(HTTP_HOST=HOST)
+    client.force_login(user)
+    return client
+
+
+def long_name(ending: str, length: int = 250) -> str:
+    """A run's file name as batch tools write them (instance, model, settings), `length` characters."""
+    stem = "mini-swe-agent__deepseek_reasoner__pvlib__pvlib-python-1072__temperature-0.0__top_p-1.0__"
+    stem = (stem * 4)[: length - len(ending) - len(".traj.json")] + ending
+    return stem + ".traj.json"
 
 
 def jsonl(*entries) -> bytes:

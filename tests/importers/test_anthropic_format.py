@@ -8,7 +8,7 @@ import pytest
 
 from sessions.demo import tiny_png
 from sessions.importers import parse_transcript
-from sessions.models import Session
+from sessions.models import Message, Session
 from tests.importers.conftest import anthropic_input, jsonl, openai_input, stored
 
 PNG = tiny_png(8, 8).split(",", 1)[1]
@@ -158,3 +158,33 @@ def test_unknown_blocks_are_kept_in_attributes(import_bytes):
 
     user = Session.objects.get(key="doc").messages.get(seq=2)
     assert user.content == "Summarise this." and user.attributes == {"unsupported_blocks": [document]}
+
+
+def test_the_sample_named_openai_fails_instead_of_storing_garbage(import_bytes):
+    report = import_bytes("trip.json", SAMPLE, fmt="openai")
+
+    assert report.error == ("record 0, message 0: content part type 'image' is not an OpenAI Chat Completions part; "
+                            "OpenAI's are text, image_url, input_audio, file and refusal")
+    assert Message.objects.count() == 0
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ({"role": "system", "content": "You are a travel assistant."},
+     "role 'system' is not an Anthropic Messages role; Anthropic's are user and assistant (the system prompt is "
+     "the separate `system`)"),
+    ({"role": "tool", "tool_call_id": "toolu_1", "content": "TP1351: on time"},
+     "role 'tool' is not an Anthropic Messages role; Anthropic's are user and assistant (the system prompt is "
+     "the separate `system`)"),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "flight_status", "arguments": "{}"}}]},
+     "`tool_calls` is a field of OpenAI Chat Completions messages, not of Anthropic Messages"),
+    ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": PHOTO}}]},
+     "content block type 'image_url' is not an Anthropic Messages block"),
+])
+def test_a_record_that_is_not_anthropic_fails_the_file(import_bytes, message, reason):
+    data = {**SAMPLE, "messages": [*SAMPLE["messages"][:4], message]}
+
+    report = import_bytes("trip.json", data, fmt="anthropic")
+
+    assert report.error == f"record 0, message 4: {reason}"
+    assert Message.objects.count() == 0

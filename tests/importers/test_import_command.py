@@ -3,6 +3,7 @@ import, a summary at the end, and a second run that stores nothing."""
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -12,12 +13,13 @@ from django.core.management.base import OutputWrapper
 
 from sessions.importers import ImportSummary
 from sessions.management.commands.import_transcripts import Progress
-from sessions.models import Session
-from tests.importers.conftest import counts
+from sessions.models import SESSION_KEY_RE, Session
+from tests.importers.conftest import counts, long_name
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
 MINI = DATA / "openai-chat" / "mini-swe-agent-deepseek_reasoner_dev__pvlib__pvlib-python-1072.traj.json"
 CLAUDE = DATA / "claude-code" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+SWE_AGENT = DATA / "swe-agent"
 
 
 @pytest.fixture
@@ -95,7 +97,7 @@ def test_a_forced_format_that_does_not_fit_fails_the_file(project):
 def test_an_unknown_project_or_an_empty_folder_is_an_error(project, tmp_path):
     with pytest.raises(CommandError, match="No project 'nope'"):
         call_command("import_transcripts", str(MINI), "--project", "nope", stdout=io.StringIO(), stderr=io.StringIO())
-    with pytest.raises(CommandError, match="No .json or .jsonl files found"):
+    with pytest.raises(CommandError, match=r"No \.json, \.jsonl, \.ndjson, \.traj files found"):
         call_command("import_transcripts", str(tmp_path), stdout=io.StringIO(), stderr=io.StringIO())
 
 
@@ -142,3 +144,34 @@ def test_an_unexpected_error_in_one_file_does_not_stop_the_others(project, monke
 
     assert f"FAILED {CLAUDE}: unexpected error (RuntimeError: boom)" in err
     assert "Imported 1 of 2 file(s)" in out
+
+
+def test_a_folder_picks_up_swe_agent_trajectories(project, tmp_path):
+    for path in SWE_AGENT.glob("*.traj"):
+        shutil.copy(path, tmp_path / path.name)
+
+    out, err, error = run(tmp_path)
+
+    assert error is None, err
+    assert "Imported 2 of 2 file(s): 2 session(s) (2 new), 27 message(s) stored" in out
+    assert sorted(Session.objects.values_list("key", flat=True)) == ["ctf_pwn_warmup", "function_calling_simple"]
+
+
+def test_file_names_of_250_characters_import_under_valid_distinct_keys(project, tmp_path):
+    names = [long_name("-attempt-1"), long_name("-attempt-2")]  # the same but for their last characters
+    for name in names:
+        assert len(name) == 250
+        shutil.copy(MINI, tmp_path / name)
+
+    out, err, error = run(*(tmp_path / name for name in names))
+
+    assert error is None, err
+    assert "Imported 2 of 2 file(s): 2 session(s) (2 new)" in out
+    sessions = list(Session.objects.order_by("pk"))
+    assert len({s.key for s in sessions}) == 2
+    for session, name in zip(sessions, names, strict=True):
+        assert re.fullmatch(SESSION_KEY_RE, session.key) and session.key.startswith(name[:100])
+        assert session.metadata["imported_from"]["file"] == name
+        assert session.messages.get(seq=1).client_id.startswith(session.key + ":")
+    again, _, _ = run(*(tmp_path / name for name in names))
+    assert "0 message(s) stored" in again

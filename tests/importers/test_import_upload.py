@@ -2,31 +2,22 @@
 (403); people outside the project do not learn it exists (404)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from sessions.models import Membership, Session
-from tests.importers.conftest import counts
+from sessions.models import SESSION_KEY_RE, Membership, Session
+from tests.importers.conftest import HOST, client_for, counts, long_name
 
-HOST = "127.0.0.1"
-CLAUDE = Path(__file__).resolve().parent.parent / "data" / "transcripts" / "claude-code" / \
-    "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
+CLAUDE = DATA / "claude-code" / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+SWE_AGENT = DATA / "swe-agent" / "function_calling_simple.traj"
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <b>there</b>"},
         {"role": "assistant", "content": "Hello."}]
-
-
-def client_for(project, role=None, username="person") -> Client:
-    user = get_user_model().objects.create_user(username, f"{username}@example.com", "pw")
-    if role is not None:
-        Membership.objects.create(user=user, project=project, role=role)
-    client = Client(HTTP_HOST=HOST)
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -73,6 +64,28 @@ def test_an_editor_uploads_files_and_sees_the_summary(editor, project):
     chat = Session.objects.get(project=project, key="chat")
     assert chat.instructions == "Be brief." and chat.message_count == 3
     assert chat.events.first().actor == "user:editor"
+
+
+def test_the_form_accepts_swe_agent_trajectories(editor, project):
+    assert b".traj" in editor.get(reverse("import")).content
+
+    response = upload(editor, SimpleUploadedFile(SWE_AGENT.name, SWE_AGENT.read_bytes()))
+
+    assert "Imported 1 of 1 file(s): 1 session(s) (1 new), 12 message(s) stored" in response.content.decode()
+    assert Session.objects.get(project=project, key="function_calling_simple").metadata["imported_from"] == {
+        "file": SWE_AGENT.name, "format": "swe-agent"}
+
+
+def test_a_file_name_of_250_characters_uploads(editor, project):
+    name = long_name("")
+
+    response = upload(editor, SimpleUploadedFile(name, json.dumps(CHAT).encode()))
+
+    text = response.content.decode()
+    assert "Imported 1 of 1 file(s): 1 session(s) (1 new), 3 message(s) stored" in text
+    session = Session.objects.get(project=project)
+    assert re.fullmatch(SESSION_KEY_RE, session.key) and session.key.startswith(name[:100])
+    assert reverse("session", args=["default", session.key]) in text
 
 
 def test_uploading_again_stores_nothing(editor, project):

@@ -46,11 +46,20 @@ def test_quirks_are_kept_not_dropped(import_bytes):
     assert (result.call_seq, result_again.call_seq) == (call.seq, call_again.seq)
     assert answer.tool_calls == [] and "tool_calls" not in answer.attributes
     assert exit_.role == "agent" and exit_.text == "Submitted"
-    assert exit_.attributes == {"extra": {"exit_status": "Submitted"}, "original_role": "exit"}
+    assert exit_.attributes["extra"] == {"exit_status": "Submitted"} and exit_.attributes["original_role"] == "exit"
 
     messages = openai_input(session)
     assert messages[0] == {"role": "system", "content": "You are a shell agent."}
-    assert messages[-1] == {"role": "user", "content": "Submitted"}  # agent is user input for providers
+    assert messages[-1] == {"role": "assistant", "content": "There are two files."}
+
+
+def test_an_exit_record_is_kept_in_the_raw_log_but_never_sent(import_bytes):
+    """mini-swe-agent writes `exit` after the run: the model never saw it, so it is not in the input."""
+    import_bytes("run.json", CONVERSATION)
+    exit_ = stored(Session.objects.get(key="run"))[-1]
+
+    assert exit_.include_in_messages is False
+    assert exit_.attributes["not_sent_reason"].startswith("written by mini-swe-agent after the run")
 
 
 def test_an_object_with_messages_keeps_its_other_fields_as_metadata(import_bytes):
@@ -124,7 +133,7 @@ def test_a_message_the_api_would_refuse_fails_the_file_with_the_reason(import_by
 def test_forcing_a_format_on_a_file_of_another_shape_fails_cleanly(import_bytes):
     report = import_bytes("chat.json", CONVERSATION, fmt="claude-code")
 
-    assert report.error == "no Claude Code entries (user, assistant, system or summary lines) found"
+    assert report.error == "line 1: not a Claude Code entry (it has no type)"
     assert import_bytes("chat.json", {"messages": CONVERSATION}, fmt="claude-code").error == (
         "a Claude Code log is JSON Lines: one entry per line"
     )
@@ -146,3 +155,21 @@ def test_parsing_stores_nothing(db):
 ])
 def test_files_that_are_not_transcripts_fail_with_the_reason(import_bytes, data, reason):
     assert import_bytes("x.json", data).error == reason
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ({"role": "robot", "content": "beep"},
+     "role 'robot' is not an OpenAI Chat Completions role; OpenAI's are system, developer, user, assistant, tool "
+     "and function (and mini-swe-agent logs add exit)"),
+    ({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "24°C"}]},
+     "content part type 'tool_result' is not an OpenAI Chat Completions part; OpenAI's are text, image_url, "
+     "input_audio, file and refusal"),
+    ({"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]},
+     "content part type 'image' is not an OpenAI Chat Completions part; OpenAI's are text, image_url, "
+     "input_audio, file and refusal"),
+])
+def test_a_record_that_is_not_openai_fails_the_file_and_stores_nothing(import_bytes, message, reason):
+    report = import_bytes("mixed.json", [*CONVERSATION[:4], message], fmt="openai")
+
+    assert report.error == f"record 0, message 4: {reason}"
+    assert Session.objects.count() == 0 and Message.objects.count() == 0

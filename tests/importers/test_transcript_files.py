@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from sessions.importers import import_file
+from sessions.explain import explain_messages
+from sessions.importers import FORMATS, import_file
+from sessions.model_input import Reason, build_model_input
 from sessions.models import Session
-from tests.importers.conftest import counts, openai_input
+from tests.importers.conftest import counts, openai_input, stored
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
-FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl"))
+FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl", ".traj"))
+MINI_SWE_AGENT = [p for p in FILES if p.name.startswith("mini-swe-agent")]
 
 
 @dataclass
@@ -72,14 +75,27 @@ def expected_claude_code(path: Path) -> Expected:
     )
 
 
+def expected_swe_agent(path: Path) -> Expected:
+    """One session per agent; one message per history item."""
+    history = json.loads(path.read_text())["history"]
+    return Expected(
+        "swe-agent",
+        sessions=len({item.get("agent") for item in history}),
+        messages=len(history),
+        tool_calls=sum(len(item.get("tool_calls") or ()) for item in history),
+        tool_results=sum(item["role"] == "tool" for item in history),
+    )
+
+
 def expected(path: Path) -> Expected:
-    return expected_claude_code(path) if path.suffix == ".jsonl" else expected_openai(path)
+    readers = {".jsonl": expected_claude_code, ".traj": expected_swe_agent, ".json": expected_openai}
+    return readers[path.suffix](path)
 
 
 def test_there_are_files_of_each_format():
     formats = {expected(path).format for path in FILES}
-    assert formats == {"openai", "claude-code"}
-    assert len(FILES) == 6
+    assert formats == {"openai", "claude-code", "swe-agent"}
+    assert len(FILES) == 8
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
@@ -115,7 +131,7 @@ def test_importing_a_file_again_stores_nothing_new(project, path):
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_every_imported_session_gives_a_valid_openai_model_input(project, path):
-    import_file(project, path)
+    assert import_file(project, path).error is None
 
     for session in Session.objects.filter(project=project):
         messages = openai_input(session)
@@ -135,3 +151,33 @@ def test_the_first_system_message_becomes_the_instructions(project, path):
     for session in sessions:
         assert session.messages.filter(role="system").count() == 1  # also kept in the raw log
         assert openai_input(session)[0] == {"role": "system", "content": session.instructions}
+
+
+@pytest.mark.parametrize("path", MINI_SWE_AGENT, ids=lambda p: p.name)
+def test_mini_swe_agent_exit_records_are_kept_but_never_sent(project, path):
+    """The `exit` record (exit status, submission, or the traceback that ended the run) is written by
+    mini-swe-agent after the run: it is in the raw log, not in the model input."""
+    record = json.loads(path.read_text())["messages"][-1]
+    assert record["role"] == "exit"
+
+    import_file(project, path)
+
+    session = Session.objects.get(project=project)
+    exit_ = stored(session)[-1]
+    assert exit_.text == record["content"] and exit_.attributes["extra"] == record["extra"]
+    assert exit_.include_in_messages is False
+    assert exit_.attributes["not_sent_reason"].startswith("written by mini-swe-agent after the run")
+    assert record["content"] not in [m.get("content") for m in openai_input(session)]
+    explained = explain_messages(stored(session), build_model_input(session), [])
+    assert explained[exit_.seq].code == Reason.EXCLUDED
+
+
+WRONG_FORMATS = [(path, fmt) for path in FILES for fmt in FORMATS if fmt not in ("auto", expected(path).format)]
+
+
+@pytest.mark.parametrize(("path", "fmt"), WRONG_FORMATS, ids=[f"{p.name[:24]}-as-{f}" for p, f in WRONG_FORMATS])
+def test_a_format_that_does_not_fit_the_file_fails_it_storing_nothing(project, path, fmt):
+    report = import_file(project, path, fmt=fmt)
+
+    assert report.error, f"{path.name} imported as {fmt}"
+    assert counts(project) == {"sessions": 0, "messages": 0, "tool_calls": 0, "tool_results": 0, "events": 0}

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions.importers import FORMATS, ImportSummary, collect_files, import_file
+from sessions.importers.runner import SUFFIXES
 from sessions.models import Project
 
 BAR_WIDTH = 24
@@ -41,9 +42,9 @@ class Progress:
 
 class Command(BaseCommand):
     help = (
-        "Import transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs and ctxweb "
-        "exports (JSON or JSON Lines; folders are searched for *.json and *.jsonl). Importing again stores "
-        "nothing twice."
+        "Import transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs, SWE-agent "
+        "trajectories and ctxweb exports (JSON or JSON Lines; folders are searched for *.json, *.jsonl, "
+        "*.ndjson and *.traj). Importing again stores nothing twice."
     )
 
     def add_arguments(self, parser):
@@ -59,7 +60,7 @@ class Command(BaseCommand):
             raise CommandError(f"No project {project!r}.") from None
         files = collect_files(paths)
         if not files:
-            raise CommandError("No .json or .jsonl files found.")
+            raise CommandError(f"No {', '.join(SUFFIXES)} files found.")
         summary = ImportSummary()
         progress = Progress(self.stderr, len(files))
         progress.show(0, summary)
