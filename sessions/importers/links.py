@@ -8,7 +8,7 @@ importing a file again changes nothing.
 """
 
 from sessions.models import Project, Session
-from sessions.store import update_session
+from sessions.session_store import update_session
 
 from .base import ImportedSession
 
