@@ -126,6 +126,10 @@ class CompactionSkipped(CompactionFigures):
     type = EventType.COMPACTION_SKIPPED
 
     reason: Literal["under_threshold", "nothing_to_compact", "not_smaller"]
+    turn_seq: int | Absent = absent_when_none(
+        "nothing_to_compact: the first seq of the current turn, which is kept whole; automatic compaction "
+        "records this once per turn and settings"
+    )
     summary_tokens: int | Absent = absent_when_none("not_smaller: the summary's tokens")
     replaced_tokens: int | Absent = absent_when_none("not_smaller: the tokens it would have replaced")
     run: int = Field(description="the COMPACTION_STARTED event's id")
