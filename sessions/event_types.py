@@ -163,7 +163,7 @@ class OmittedMessage(EventData):
 class RequestBuilt(EventData):
     type = EventType.REQUEST_BUILT
 
-    format: Literal["ctxweb", "openai", "anthropic"]
+    format: Literal["ctxweb", "openai", "anthropic", "openai-responses"]
     checkpoint_id: int | None
     seq_range: tuple[int, int] | None = Field(description="the stored messages sent, first and last seq")
     stored_messages: int

@@ -4,16 +4,17 @@ A file is JSON, or JSON Lines (one JSON value per line). Claude Code logs and ct
 recognised by their entries; anything else is a set of conversations, found in any of the containers
 real logs use (a message list; an object with `messages`; records holding a message list under
 `messages` or `traj`; JSON Lines of any of these), and is Anthropic Messages when its content blocks
-say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions.
+say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions. A list of OpenAI
+Responses input items (or a Responses request body, with `input`) is recognised by its items' `type`.
 """
 
 import json
 from dataclasses import dataclass, field
 
-from . import anthropic, claude_code, ctxweb_export, openai
+from . import anthropic, claude_code, ctxweb_export, openai, openai_responses
 from .base import Parsed, Source, TranscriptError
 
-FORMATS = ("auto", "openai", "anthropic", "claude-code", "ctxweb")
+FORMATS = ("auto", "openai", "anthropic", "claude-code", "ctxweb", "openai-responses")
 MESSAGE_LISTS = ("messages", "traj")
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
@@ -127,6 +128,8 @@ def detect(value, jsonl: bool) -> str:
         return ctxweb_export.FORMAT
     if isinstance(value, list) and claude_code.looks_like(value):
         return claude_code.FORMAT
+    if openai_responses.looks_like(value):
+        return openai_responses.FORMAT
     return chat_format(conversations(value, jsonl)[0])
 
 
@@ -146,6 +149,8 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
         if not isinstance(value, list):
             raise TranscriptError("a Claude Code log is JSON Lines: one entry per line")
         return claude_code.parse(value, source)
+    if fmt == openai_responses.FORMAT:
+        return openai_responses.parse(value, source)
     found, records = conversations(value, jsonl)
     module = anthropic if fmt == anthropic.FORMAT else openai
     sessions = [
