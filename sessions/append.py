@@ -59,18 +59,24 @@ def parse_batch(raw_messages, fmt: str = "ctxweb", system=None) -> Batch:
     """Validate a batch sent in `fmt` (ctxweb, openai, anthropic): nothing is stored unless every
     message is valid. Errors name the message as the client sent it."""
     translated = to_ctxweb(fmt, raw_messages, system)
+    origin = None if fmt == "ctxweb" else translated.origin
     try:
         messages = parse_messages(translated.messages)
     except DomainError as exc:
-        index = exc.extra.get("index")
-        if fmt == "ctxweb" or index is None:
-            raise
-        sent = translated.origin[index]
-        exc.extra["index"] = sent
-        exc.detail = exc.detail.replace(f"messages[{index}]", f"messages[{sent}]", 1)
-        exc.args = (exc.detail,)
+        _name_the_message_sent(exc, origin)
         raise
-    return Batch(messages, translated.instructions, None if fmt == "ctxweb" else translated.origin)
+    return Batch(messages, translated.instructions, origin)
+
+
+def _name_the_message_sent(exc: DomainError, origin: list[int] | None) -> None:
+    """Make an error about a translated message name the message the client sent (provider formats)."""
+    index = exc.extra.get("index")
+    if origin is None or index is None:
+        return
+    sent = origin[index]
+    exc.extra["index"] = sent
+    exc.detail = exc.detail.replace(f"messages[{index}]", f"messages[{sent}]", 1)
+    exc.args = (exc.detail,)
 
 
 def new_client_id() -> str:
@@ -83,13 +89,17 @@ def append_messages(
 ) -> AppendResult:
     """Validate and store a batch. Nothing is stored unless every message is valid."""
     batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
-    with transaction.atomic():
-        if batch.instructions is not None:
-            session, created = update_session(project, key, {"instructions": batch.instructions}, actor)
-        else:
-            session, created = get_or_create_locked(project, key, actor)
-        result = AppendResult(session, created)
-        _store(session, batch.messages, result, actor)
+    try:
+        with transaction.atomic():
+            if batch.instructions is not None:
+                session, created = update_session(project, key, {"instructions": batch.instructions}, actor)
+            else:
+                session, created = get_or_create_locked(project, key, actor)
+            result = AppendResult(session, created)
+            _store(session, batch.messages, result, actor)
+    except DomainError as exc:
+        _name_the_message_sent(exc, batch.origin)
+        raise
     if batch.origin is not None:
         for message in result.messages:
             message.index = batch.origin[message.index]

@@ -12,15 +12,15 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Min, Q, Sum
 from django.utils import timezone
 
 from .checkpoints import store_checkpoint
 from .errors import DomainError
 from .event_types import CompactionCompleted, CompactionFailed, CompactionSkipped, CompactionStarted
 from .events import event_data, parse_event_data, record
-from .model_input import layout_model_input, split_turns, summary_message_tokens, visible_messages
-from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Session
+from .model_input import Layout, layout_model_input, split_turns, summary_message_tokens, visible_messages
+from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
 from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from .validation import check_text
 
@@ -43,6 +43,7 @@ class Plan:
     covered_seqs: list[int] = field(default_factory=list)  # covered messages the model would have seen
     covered_tokens: int = 0
     kept_tokens: int = 0
+    turn_seq: int | None = None  # first seq of the current turn; None when it is a request's unstored turn
 
     @property
     def replaced_tokens(self) -> int:
@@ -108,6 +109,50 @@ def resolve_settings(session: Session, max_tokens=None, keep_recent_tokens=None,
     )
 
 
+@dataclass
+class CurrentTurn:
+    """The newest turn of a model input, which compaction always keeps whole."""
+
+    first_seq: int
+    tokens: int  # what its messages add to the model input
+
+
+def current_turn(layout) -> CurrentTurn | None:
+    """The current turn of a model input laid out by sessions.model_input (a Layout, or the StoredLayout
+    of the input as built now). From a StoredLayout it costs two or three small queries and reads no
+    row of the turn but those the input leaves calls out of: the turn is summed in the database."""
+    if isinstance(layout, Layout):
+        turns = split_turns(layout.rows)
+        if not turns:
+            return None
+        return CurrentTurn(turns[-1][0].seq, sum(layout.kept_tokens[row.seq] for row in turns[-1]))
+    after = layout.checkpoint.last_seq if layout.checkpoint else 0
+    visible = visible_messages(layout.session, after)
+    # The (session, role, seq) index finds the newest user message directly.
+    start = visible.filter(role=Role.USER).order_by("-seq").values_list("seq", flat=True).first() or after + 1
+    left_out = [seq for seq in layout.left_out if seq >= start]
+    figures = visible.filter(seq__gte=start).aggregate(
+        first_seq=Min("seq"), tokens=Sum("tokens", filter=~Q(seq__in=left_out) if left_out else None, default=0),
+    )
+    if figures["first_seq"] is None:
+        return None
+    tokens = figures["tokens"]
+    dropped = {seq: ids for seq, ids in layout.dropped.items() if seq >= start and seq not in left_out}
+    if dropped:
+        for seq, call_ids, call_tokens in visible.filter(seq__in=dropped).values_list("seq", "call_ids", "tool_call_tokens"):
+            tokens -= sum(t for cid, t in zip(call_ids, call_tokens, strict=False) if cid in dropped[seq])
+    return CurrentTurn(figures["first_seq"], tokens)
+
+
+def oversized_turn(layout, compaction: CompactionSettings) -> CurrentTurn | None:
+    """The current turn when it alone is over max_tokens: no compaction can bring the model input under
+    the threshold until a user message starts a new turn (the current turn is never split)."""
+    if layout.tokens <= compaction.max_tokens:
+        return None
+    turn = current_turn(layout)
+    return turn if turn is not None and turn.tokens > compaction.max_tokens else None
+
+
 def plan_compaction(session: Session, compaction: CompactionSettings, pending_turn_tokens: int | None = None) -> Plan:
     """Split the visible messages after the latest checkpoint into turns and choose what to cover.
 
@@ -119,8 +164,11 @@ def plan_compaction(session: Session, compaction: CompactionSettings, pending_tu
     measure = layout_model_input(session)
     plan = Plan(compaction, measure.tokens, measure.checkpoint)
     turns = split_turns(measure.rows)
+    if turns:
+        plan.turn_seq = turns[-1][0].seq
     if pending_turn_tokens is not None:
         turns.append([])  # the request's own turn: nothing stored in it
+        plan.turn_seq = None
     plan.turns = len(turns)
     if len(turns) < 2:
         return plan
@@ -240,6 +288,24 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
     return running
 
 
+def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
+    """Whether the session's latest compaction run was skipped as nothing_to_compact for the same
+    current turn, with the same settings: the once-per-turn rule for oversized turns (SPEC §4.2). A
+    new turn, other settings or any run in between (a forced one) make the next skip recorded again."""
+    if plan.turn_seq is None:
+        return False
+    latest = Event.objects.filter(session=session, type__in=TERMINAL).order_by("-pk").only("type", "data").first()
+    if latest is None or latest.type != EventType.COMPACTION_SKIPPED:
+        return False
+    data = event_data(latest)
+    return (
+        data.reason == "nothing_to_compact"
+        and data.turn_seq == plan.turn_seq
+        and (data.max_tokens, data.keep_recent_tokens, data.summarizer)
+        == (plan.settings.max_tokens, plan.settings.keep_recent_tokens, plan.settings.summarizer)
+    )
+
+
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
@@ -287,6 +353,10 @@ def compact(
         plan.tokens_before += extra_tokens
         if trigger == AUTO and not plan.over_threshold:
             return Outcome("not_run", plan)
+        if trigger == AUTO and plan.last_seq is None and _skipped_for_this_turn(session, plan):
+            # Said once for this turn and these settings; every append of a long agent turn would
+            # otherwise record the same pair again.
+            return Outcome("not_run", plan, reason="nothing_to_compact")
         started = record(session, actor, CompactionStarted(**_figures(trigger, plan)))
         skip = None
         if trigger != AUTO and not force and not plan.over_threshold:
@@ -294,7 +364,10 @@ def compact(
         elif plan.last_seq is None:
             skip = "nothing_to_compact"
         if skip:
-            event = record(session, actor, CompactionSkipped(**_figures(trigger, plan), reason=skip, run=started.pk))
+            turn_seq = plan.turn_seq if skip == "nothing_to_compact" else None
+            event = record(session, actor, CompactionSkipped(
+                **_figures(trigger, plan), reason=skip, turn_seq=turn_seq, run=started.pk,
+            ))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
         covered = list(
             visible_messages(session, plan.first_seq - 1, as_of=plan.last_seq)

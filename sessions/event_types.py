@@ -126,6 +126,10 @@ class CompactionSkipped(CompactionFigures):
     type = EventType.COMPACTION_SKIPPED
 
     reason: Literal["under_threshold", "nothing_to_compact", "not_smaller"]
+    turn_seq: int | Absent = absent_when_none(
+        "nothing_to_compact: the first seq of the current turn, which is kept whole; automatic compaction "
+        "records this once per turn and settings"
+    )
     summary_tokens: int | Absent = absent_when_none("not_smaller: the summary's tokens")
     replaced_tokens: int | Absent = absent_when_none("not_smaller: the tokens it would have replaced")
     run: int = Field(description="the COMPACTION_STARTED event's id")
@@ -159,7 +163,7 @@ class OmittedMessage(EventData):
 class RequestBuilt(EventData):
     type = EventType.REQUEST_BUILT
 
-    format: Literal["ctxweb", "openai", "anthropic"]
+    format: Literal["ctxweb", "openai", "anthropic", "openai-responses"]
     checkpoint_id: int | None
     seq_range: tuple[int, int] | None = Field(description="the stored messages sent, first and last seq")
     stored_messages: int

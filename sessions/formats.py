@@ -8,7 +8,7 @@ from .models import Role
 from .tokens import provider_role
 
 DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(?:;[\w=.+-]+)*;base64,(.*)$", re.IGNORECASE | re.DOTALL)
-FORMATS = ("ctxweb", "openai", "anthropic")
+FORMATS = ("ctxweb", "openai", "anthropic", "openai-responses")
 # The image types both providers document for base64 images. An image a provider does not take where
 # it stands (another type, a data: URL without base64, an image in an assistant message) reaches the
 # model as a text placeholder, so the request stays valid and the model still knows it was there.
@@ -209,6 +209,8 @@ def render_model_input(model_input: ModelInput, fmt: str):
         return to_openai(model_input)
     if fmt == "anthropic":
         return to_anthropic(model_input)
+    if fmt == "openai-responses":
+        return to_openai_responses(model_input)
     return to_ctxweb(model_input)
 
 
@@ -228,3 +230,61 @@ def model_input_response(model_input: ModelInput, fmt: str) -> dict:
         "messages": rendered["messages"] if fmt == "anthropic" else rendered,
         "omitted": model_input.omitted,
     }
+
+
+# --- OpenAI Responses API ------------------------------------------------------------------------
+
+
+def _responses_text(content) -> str:
+    """Content as one string, for assistant messages: the Responses API takes output parts in them only
+    with the id and status of the response that produced them, so the text is sent on its own."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] if part["type"] == "text" else _image_placeholder(part["url"]) for part in content)
+
+
+def _responses_parts(content, image_detail: bool):
+    """Content as Responses input parts (`input_text`, `input_image`); a string stays a string.
+    `image_detail`: message images must say their detail, tool output images may."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if part["type"] == "text":
+            parts.append({"type": "input_text", "text": part["text"]})
+        elif not _provider_image(part["url"]):
+            parts.append({"type": "input_text", "text": _image_placeholder(part["url"])})
+        else:
+            image = {"type": "input_image", "image_url": part["url"]}
+            if part.get("detail") or image_detail:
+                image["detail"] = part.get("detail") or "auto"
+            parts.append(image)
+    return parts or ""
+
+
+def to_openai_responses(model_input: ModelInput) -> list[dict]:
+    """The `input` items of an OpenAI Responses API request: the instructions as a `developer` message,
+    user and assistant messages as `message` items, an assistant message's tool calls as `function_call`
+    items after it, tool results as `function_call_output` items. Reasoning is not part of the model
+    input, so no `reasoning` item is sent; a message's `name` has no place in an item."""
+    items = []
+    for entry in model_input.entries:
+        role = provider_role(entry.role)
+        if entry.kind == "instructions":
+            items.append({"type": "message", "role": "developer", "content": entry.content})
+        elif role == Role.TOOL:
+            items.append({"type": "function_call_output", "call_id": entry.tool_call_id,
+                          "output": _responses_parts(entry.content, image_detail=False)})
+        elif role == Role.ASSISTANT:
+            text = _responses_text(entry.content)
+            if text or not entry.tool_calls:
+                items.append({"type": "message", "role": "assistant", "content": text})
+            items += [
+                {"type": "function_call", "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                for c in entry.tool_calls
+            ]
+        else:
+            items.append({"type": "message", "role": "user", "content": _responses_parts(entry.content, image_detail=True)})
+    return items

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import F, Window
 from django.db.models.functions import Mod, RowNumber
 
+from .compaction import CurrentTurn, oversized_turn
 from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from .events import event_data
 from .explain import Explanation, covering_checkpoint, explain_messages
@@ -349,11 +350,12 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
         "raw": raw_window(session, layout, checkpoints, around=around),
         "input": input_window(session, layout, checkpoints),
         "compaction": compaction,
-        "meter": meter(layout.tokens, compaction),
+        "meter": meter(layout.tokens, compaction, oversized_turn(layout, compaction)),
     }
 
 
-def meter(tokens: int, compaction) -> dict:
+def meter(tokens: int, compaction, turn: CurrentTurn | None = None) -> dict:
+    """The meter's figures; `turn` is the current turn when it alone is over max_tokens."""
     scale = max(compaction.max_tokens, tokens, 1)
     fill = round(100 * min(tokens, scale) / scale, 2)
     keep_width = round(100 * min(compaction.keep_recent_tokens, tokens) / scale, 2)
@@ -367,4 +369,5 @@ def meter(tokens: int, compaction) -> dict:
         "keep_x": round(fill - keep_width, 2),  # the keep window ends where the fill ends
         "over": tokens > compaction.max_tokens,
         "percent": round(100 * tokens / max(compaction.max_tokens, 1)),
+        "oversized_turn": turn,
     }

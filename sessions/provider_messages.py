@@ -1,8 +1,9 @@
-"""Messages sent in a provider's own shape (OpenAI Chat Completions, Anthropic Messages) read as ctxweb
-messages, by the same parsers as the importers (sessions.importers), for appends and request builds.
+"""Messages sent in a provider's own shape (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses
+input items) read as ctxweb messages, by the same parsers as the importers (sessions.importers), for
+appends and request builds.
 
-System messages (OpenAI's `system`/`developer` messages, Anthropic's separate `system`) become the
-session's instructions as well, so a model input fetched in a format and appended back in that format
+System messages (OpenAI's `system`/`developer` messages and items, Anthropic's separate `system`) become
+the session's instructions as well, so a model input fetched in a format and appended back in that format
 gives the same model input.
 """
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import DomainError
 
-FORMATS = ("ctxweb", "openai", "anthropic")
+FORMATS = ("ctxweb", "openai", "anthropic", "openai-responses")
 
 
 @dataclass
@@ -38,6 +39,8 @@ def to_ctxweb(fmt: str, messages, system=None) -> Translated:
 
     if fmt == "ctxweb" or not isinstance(messages, list):
         return Translated(messages, list(range(len(messages))) if isinstance(messages, list) else [])
+    if fmt == "openai-responses":
+        return _from_responses_items(messages)
     out, origin, instructions = [], [], None
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -59,3 +62,19 @@ def to_ctxweb(fmt: str, messages, system=None) -> Translated:
         except TranscriptError as exc:
             raise DomainError(f"system: {exc}", code="invalid_field") from None
     return Translated(out, origin, instructions)
+
+
+def _from_responses_items(items: list) -> Translated:
+    """Responses input items: several may make one message (an assistant message and its function calls)."""
+    from .importers import openai_responses
+    from .importers.base import text_of
+
+    try:
+        converted = openai_responses.convert_items(items, lambda index: f"messages[{index}]")
+    except openai_responses.ItemError as exc:
+        raise DomainError(str(exc), code="invalid_message", index=exc.index) from None
+    instructions = None
+    for _, message in converted:
+        if message["role"] == "system":
+            instructions = text_of(message["content"])
+    return Translated([m for _, m in converted], [index for index, _ in converted], instructions)

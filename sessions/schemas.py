@@ -31,9 +31,9 @@ from pydantic_core import PydanticCustomError
 from .event_types import EVENT_DATA, EventData
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
-FormatName = Literal["ctxweb", "openai", "anthropic"]
+FormatName = Literal["ctxweb", "openai", "anthropic", "openai-responses"]
 # The shapes messages may be sent in: ours, or a provider's own (sessions.provider_messages).
-MessageFormatName = Literal["ctxweb", "openai", "anthropic"]
+MessageFormatName = Literal["ctxweb", "openai", "anthropic", "openai-responses"]
 SummarizerName = Literal["extractive", "openai"]
 MAX_ID_LENGTH = 200
 MAX_DIMENSION = 100_000

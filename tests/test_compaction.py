@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 
 from sessions.append import append_messages
-from sessions.compaction import compact, compact_if_needed
+from sessions.compaction import compact, compact_if_needed, current_turn, oversized_turn
 from sessions.formats import to_openai
-from sessions.model_input import build_model_input, summary_message_text
+from sessions.model_input import build_model_input, layout_model_input, stored_layout, summary_message_text
 from sessions.models import Checkpoint, Event, Message, Session
 from sessions.session_store import update_session
 from sessions.summarizers import SUMMARIZERS
@@ -29,7 +29,7 @@ from tests.builders import (
     tool,
     user,
 )
-from tests.transcripts import openai_conversations, to_ctxweb
+from tests.transcripts import DATA, openai_conversations, to_ctxweb
 
 pytestmark = pytest.mark.django_db
 
@@ -523,6 +523,108 @@ def test_one_oversized_current_turn_with_history_covers_the_history_and_stays_ov
     completed = compaction_events(session)[-1]
     assert completed.type == COMPLETED
     assert completed.data["still_over_threshold"] is True
+
+
+# --- an oversized current turn: said once per turn ------------------------------------------------
+
+AGENT_RUN = DATA / "openai-chat" / "mini-swe-agent-deepseek_chat_test_1-100__django__django-13660.traj.json"
+RUN_MAX_TOKENS, RUN_KEEP_RECENT = 3000, 1000
+
+
+def agent_run_steps() -> list[list[dict]]:
+    """A real mini-swe-agent run (one user prompt, then assistant and tool messages) as an agent loop
+    appends it: the system message, the prompt and the first step; then one step (the assistant's
+    command and its output) per append."""
+    messages = [to_ctxweb(m) for m in json.loads(AGENT_RUN.read_text())["messages"]]
+    assert [m["role"] for m in messages].count("user") == 1
+    steps = [messages[:4]]
+    for start in range(4, len(messages), 2):
+        steps.append(messages[start:start + 2])
+    return steps
+
+
+def append_and_compact(project, key, messages):
+    """What POST .../messages does: store the batch, then compact if needed."""
+    result = append_messages(project, key, messages)
+    return compact_if_needed(result.session)
+
+
+def skips(session) -> list[dict]:
+    return [e.data for e in compaction_events(session) if e.type == SKIPPED]
+
+
+def test_an_oversized_agent_turn_records_nothing_to_compact_once_per_turn_and_settings(project, summarizer):
+    key = "agent-run"
+    configure(project, key, max_tokens=RUN_MAX_TOKENS, keep_recent_tokens=RUN_KEEP_RECENT, auto=True)
+    steps = agent_run_steps()
+    first_half, second_half = steps[: len(steps) // 2], steps[len(steps) // 2:]
+    over = 0
+    for step in first_half[:12]:
+        append_and_compact(project, key, step)
+        over += fresh(Session.objects.get(key=key)).input_tokens > RUN_MAX_TOKENS
+    session = Session.objects.get(key=key)
+
+    assert over >= 8  # most of these appends were over max_tokens...
+    assert event_types(session) == [STARTED, SKIPPED]  # ...and said so once
+    assert skips(session)[0]["reason"] == "nothing_to_compact"
+    assert skips(session)[0]["turn_seq"] == 2  # the prompt: the system message is not part of any turn
+
+    # New settings: said once more, for them.
+    configure(project, key, max_tokens=RUN_MAX_TOKENS - 500)
+    for step in first_half[12:]:
+        append_and_compact(project, key, step)
+    assert event_types(session) == [STARTED, SKIPPED] * 2
+    assert skips(session)[1]["max_tokens"] == RUN_MAX_TOKENS - 500
+
+    # A forced compaction still runs and is recorded; it says nothing new to the automatic runs.
+    forced = compact(fresh(session), force=True)
+    assert (forced.status, forced.reason) == ("skipped", "nothing_to_compact")
+    append_and_compact(project, key, second_half[0])
+    assert event_types(session) == [STARTED, SKIPPED] * 3
+
+    # A new user message starts a new turn: the old one is covered; when the new turn alone grows over
+    # max_tokens, that is said once for it.
+    follow_up = {"role": "user", "content": "Thanks. Now check the other call sites the same way."}
+    outcome = append_and_compact(project, key, [follow_up])
+    assert outcome.status == "completed"
+    new_turn = fresh(session).message_count
+    for step in second_half[1:]:
+        append_and_compact(project, key, step)
+    assert fresh(session).input_tokens > RUN_MAX_TOKENS - 500
+    assert event_types(session) == [STARTED, SKIPPED] * 3 + [STARTED, COMPLETED, STARTED, SKIPPED]
+    assert skips(session)[-1]["turn_seq"] == new_turn
+    assert Checkpoint.objects.filter(session=session).count() == 1
+
+
+def test_the_current_turn_from_stored_figures_equals_the_laid_out_one(project, append, summarizer):
+    session = append("turn-figures", [
+        user(100, "first question"),
+        assistant(50, "Looking.", tool_calls=[call("c1", "lookup")]),  # never answered: dropped
+        user(200, "second question"),
+        assistant(60, "Checking both.", tool_calls=[call("c2", "lookup"), call("c3", "lookup")]),
+        tool(40, "c2", "found"),  # c3 is never answered: dropped from a message that stays
+        tool(30, "c1", "a late result of c1: an orphan here"),
+        agent(30, "a continuation"),
+        assistant(70, "One more.", tool_calls=[call("c4", "lookup")]),  # the newest: pending, kept
+    ]).session
+    session = fresh(session)
+    mi = model_input(session)
+    assert {o.reason for o in mi.omitted} == {"dropped_tool_call", "orphan_tool_result"}
+
+    from_layout = current_turn(layout_model_input(session))
+    from_figures = current_turn(stored_layout(session))
+
+    assert from_layout == from_figures
+    assert from_figures.first_seq == 3
+    assert from_figures.tokens == sum(e.tokens for e in mi.message_entries if e.seq >= 3)
+
+
+def test_a_current_turn_alone_over_max_tokens_is_oversized(project, append):
+    session = append("oversized-turn", [user(100, "question"), assistant(50, "answer"), user(300, "huge")]).session
+    configure(project, "oversized-turn", max_tokens=299)
+    assert oversized_turn(stored_layout(fresh(session)), fresh(session).compaction_settings()).tokens == 300
+    configure(project, "oversized-turn", max_tokens=300)
+    assert oversized_turn(stored_layout(fresh(session)), fresh(session).compaction_settings()) is None
 
 
 def test_an_existing_summary_alone_is_never_re_summarized(append, summarizer):

@@ -4,16 +4,17 @@ A file is JSON, or JSON Lines (one JSON value per line). Claude Code logs, SWE-a
 ctxweb exports are recognised by their entries; anything else is a set of conversations, found in any of the containers
 real logs use (a message list; an object with `messages`; records holding a message list under
 `messages` or `traj`; JSON Lines of any of these), and is Anthropic Messages when its content blocks
-say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions.
+say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions. A list of OpenAI
+Responses input items (or a Responses request body, with `input`) is recognised by its items' `type`.
 """
 
 import json
 from dataclasses import dataclass, field
 
-from . import anthropic, claude_code, ctxweb_export, openai, swe_agent
+from . import anthropic, claude_code, ctxweb_export, openai, openai_responses, swe_agent
 from .base import Parsed, Source, TranscriptError
 
-FORMATS = ("auto", "openai", "anthropic", "claude-code", "swe-agent", "ctxweb")
+FORMATS = ("auto", "openai", "anthropic", "claude-code", "swe-agent", "ctxweb", "openai-responses")
 MESSAGE_LISTS = ("messages", "traj")
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
@@ -129,6 +130,8 @@ def detect(value, jsonl: bool) -> str:
         return claude_code.FORMAT
     if swe_agent.looks_like(value):
         return swe_agent.FORMAT
+    if openai_responses.looks_like(value):
+        return openai_responses.FORMAT
     return chat_format(conversations(value, jsonl)[0])
 
 
@@ -150,6 +153,8 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
         return claude_code.parse(value, source)
     if fmt == swe_agent.FORMAT:
         return swe_agent.parse(value, source)
+    if fmt == openai_responses.FORMAT:
+        return openai_responses.parse(value, source)
     found, records = conversations(value, jsonl)
     module = anthropic if fmt == anthropic.FORMAT else openai
     sessions = [

@@ -5,7 +5,8 @@ import base64
 
 import pytest
 
-from sessions.models import Message, Session
+from sessions.models import Event, Message, Session
+from tests.responses_input import responses_input_problems
 
 from .conftest import assert_error, session_state, stored
 
@@ -89,7 +90,7 @@ def test_anthropic_messages_are_stored_with_their_system_prompt(api):
     assert [m["index"] for m in response.json()["messages"]] == [0, 1, 2, 2]
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "openai-responses"])
 def test_a_model_input_fetched_in_a_format_appends_back_to_the_same_model_input(api, fmt):
     post(api, "source", [
         {"role": "user", "content": "What is the weather in Lisbon?"},
@@ -117,6 +118,19 @@ def test_a_model_input_fetched_in_a_format_appends_back_to_the_same_model_input(
         {"type": "tool_result", "tool_use_id": "nope", "content": "x"}, {"type": "text", "text": "y"}]}], 1,
         id="anthropic unknown tool id"),
     pytest.param("anthropic", [{"role": "user", "content": 7}], 0, id="anthropic content a number"),
+    pytest.param("anthropic", [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"},
+                                     {"type": "text", "text": "and?"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "y"}]}], 2,
+        id="anthropic unknown tool id after a message stored as two"),
+    pytest.param("openai-responses", [{"role": "user", "content": "ok"}, {"type": "file_search_call", "id": "fs_1"}], 1,
+                 id="responses item type"),
+    pytest.param("openai-responses", [
+        {"role": "user", "content": "ok"},
+        {"type": "message", "role": "assistant", "content": "Looking."},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "x"}], 3, id="responses unknown call id"),
 ])
 def test_a_bad_provider_message_is_a_422_naming_the_message_sent_and_stores_nothing(api, project, fmt, messages, index):
     before = stored()
@@ -160,3 +174,63 @@ def test_a_request_build_takes_messages_in_a_provider_format(api, project):
         "role": "user", "content": [{"type": "text", "text": "How are you?"}]}
     assert session_state(project, "chat") != before
     assert raw_log("chat")[-1].content == "How are you?"
+
+
+# What an OpenAI Agents SDK session holds after a run with a reasoning model and a tool.
+RESPONSES_ITEMS = [
+    {"type": "message", "role": "developer", "content": "You are a weather assistant."},
+    {"role": "user", "content": [{"type": "input_text", "text": "Weather here?"},
+                                 {"type": "input_image", "image_url": PNG, "detail": "low"}]},
+    {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Call the weather tool."}]},
+    {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "get_weather",
+     "arguments": '{"city": "Lisbon"}', "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "24°C, sunny"},
+    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "It is 24°C and sunny.", "annotations": []}]},
+]
+
+
+def test_openai_responses_items_are_stored_as_messages(api):
+    response = post(api, "agent-run", RESPONSES_ITEMS, format="openai-responses")
+
+    assert response.status_code == 200, response.json()
+    log = raw_log("agent-run")
+    assert [m.role for m in log] == ["system", "user", "assistant", "tool", "assistant"]
+    assert log[1].content == [{"type": "text", "text": "Weather here?"}, {"type": "image", "url": PNG, "detail": "low"}]
+    assert log[2].reasoning == "Call the weather tool."
+    assert log[2].tool_calls == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'}]
+    assert (log[3].tool_call_id, log[3].call_seq, log[3].content) == ("call_1", 3, "24°C, sunny")
+    assert log[4].content == [{"type": "text", "text": "It is 24°C and sunny."}]
+    assert log[4].attributes == {"id": "msg_1", "status": "completed"}
+    assert Session.objects.get(key="agent-run").instructions == "You are a weather assistant."
+    # Each stored message is reported against the item it came from (the reasoning went with the call).
+    assert [m["index"] for m in response.json()["messages"]] == [0, 1, 3, 4, 5]
+
+    fetched = api.get("/sessions/agent-run/model-input", query={"format": "openai-responses"}).json()
+    assert fetched["format"] == "openai-responses"
+    assert responses_input_problems(fetched["messages"]) == []
+    assert fetched["messages"] == [
+        {"type": "message", "role": "developer", "content": "You are a weather assistant."},
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "Weather here?"},
+            {"type": "input_image", "image_url": PNG, "detail": "low"}]},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "24°C, sunny"},
+        {"type": "message", "role": "assistant", "content": "It is 24°C and sunny."},
+    ]
+
+
+def test_a_request_build_takes_and_returns_openai_responses_items(api, project):
+    post(api, "agent-chat", RESPONSES_ITEMS, format="openai-responses")
+
+    response = api.post("/sessions/agent-chat/requests", {
+        "format": "openai-responses", "message_format": "openai-responses",
+        "messages": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}],
+    })
+
+    assert response.status_code == 200, response.json()
+    items = response.json()["model_input"]["messages"]
+    assert items[-1] == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}
+    assert responses_input_problems(items) == []
+    built = Event.objects.filter(session__key="agent-chat", type="REQUEST_BUILT").get()
+    assert built.data["format"] == "openai-responses"

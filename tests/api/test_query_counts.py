@@ -65,7 +65,7 @@ def test_a_raw_log_page_costs_the_same_queries_at_any_page_size(warm, limit, dja
 
 
 @pytest.mark.parametrize("size", [20, 1000])
-@pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic"])
+@pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic", "openai-responses"])
 def test_the_model_input_costs_the_same_queries_for_any_session_size(warm, size, fmt, django_assert_num_queries,
                                                                       append):
     fill(append, "talk", size)

@@ -205,6 +205,50 @@ def test_over_max_tokens_the_meter_is_full_and_the_threshold_moves_in(viewer_cli
     assert 49 <= percent(meter.one(cls="threshold"), "x") <= 51
 
 
+def oversized_turn_session(project, key, current_turn_words: int):
+    """An earlier turn and a current turn of a tool loop, auto compaction off, max_tokens 300."""
+    from sessions.store import update_session
+
+    update_session(project, key, {"compaction": {"max_tokens": 300, "keep_recent_tokens": 100, "auto": False}}, "t")
+    append_messages(project, key, [
+        {"role": "user", "content": "An earlier question. " + "detail " * 300},
+        {"role": "assistant", "content": "An earlier answer."},
+        {"role": "user", "content": "Fix the failing test."},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "name": "bash", "arguments": '{"command": "pytest"}'}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "FAILED " * current_turn_words},
+    ], "t")
+    return Session.objects.get(project=project, key=key)
+
+
+def test_the_page_says_when_the_current_turn_alone_is_over_max_tokens(viewer_client, project):
+    from sessions.compaction import current_turn
+    from sessions.model_input import stored_layout
+
+    session = oversized_turn_session(project, "long-turn", current_turn_words=400)
+    turn = current_turn(stored_layout(session))
+    assert turn.first_seq == 3 and turn.tokens > 300
+
+    doc = parse(viewer_client.get(session_url(session)))
+
+    note = doc.one(id="session-stats").one(cls="oversized-turn")
+    text = note.text()
+    assert f"from message #3 on, is {turn.tokens} tokens" in text
+    assert "over max_tokens (300)" in text
+    assert "until the next user message" in text
+    assert note.get("style") is None
+
+
+def test_the_page_says_nothing_of_the_current_turn_when_older_turns_make_the_input_too_big(viewer_client, project):
+    session = oversized_turn_session(project, "long-history", current_turn_words=50)
+    assert session.input_tokens > 300
+
+    doc = parse(viewer_client.get(session_url(session)))
+
+    assert "over" in doc.one(role="meter").classes
+    assert doc.find(cls="oversized-turn") is None
+
+
 def test_the_page_links_to_the_chart_and_lists_the_compaction_events(viewer_client, story):
     doc = page(viewer_client, story)
     chart = doc.one(cls="chart-box")

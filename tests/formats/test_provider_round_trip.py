@@ -48,7 +48,7 @@ def comparable(fmt: str, model_input):
     return model_input
 
 
-@pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic"])
+@pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic", "openai-responses"])
 @pytest.mark.parametrize("path", FILES, ids=[p.name[:40] for p in FILES])
 def test_a_model_input_appended_back_in_its_format_gives_the_same_model_input(project, path, fmt):
     report = import_file(project, path)
