@@ -207,7 +207,7 @@ def test_over_max_tokens_the_meter_is_full_and_the_threshold_moves_in(viewer_cli
 
 def oversized_turn_session(project, key, current_turn_words: int):
     """An earlier turn and a current turn of a tool loop, auto compaction off, max_tokens 300."""
-    from sessions.store import update_session
+    from sessions.session_store import update_session
 
     update_session(project, key, {"compaction": {"max_tokens": 300, "keep_recent_tokens": 100, "auto": False}}, "t")
     append_messages(project, key, [

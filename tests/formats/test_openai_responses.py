@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
-from sessions.store import update_session
 
 from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.demo import tiny_png
-from sessions.formats import render, to_openai_responses
+from sessions.formats import render_model_input, to_openai_responses
 from sessions.importers import import_file
 from sessions.importers.openai_responses import ItemError, convert_items
 from sessions.model_input import build_model_input
 from sessions.models import Session
+from sessions.session_store import update_session
 from tests.responses_input import responses_input_problems
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 
 
 def responses_input(session) -> list[dict]:
-    return render(build_model_input(Session.objects.get(pk=session.pk)), "openai-responses")
+    return render_model_input(build_model_input(Session.objects.get(pk=session.pk)), "openai-responses")
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name[:40] for p in FILES])
