@@ -236,6 +236,7 @@ class Message:
     created_at: datetime
     tokens: int
     reasoning_tokens: int
+    is_error: bool = False  # tool messages: the tool reported a failure
 
 
 @dataclass

@@ -35,6 +35,8 @@ def to_ctxweb(model_input: ModelInput) -> list[dict]:
             item["tool_call_id"] = entry.tool_call_id
         if entry.name:
             item["name"] = entry.name
+        if entry.is_error:
+            item["is_error"] = True
         if entry.checkpoint is not None:
             item["checkpoint_id"] = entry.checkpoint.pk
         out.append(item)
@@ -168,6 +170,8 @@ def to_anthropic(model_input: ModelInput) -> dict:
             content = _anthropic_blocks(entry.content) if isinstance(entry.content, list) else entry.content
             if content and (not isinstance(content, str) or content.strip()):  # no content: an empty result
                 result["content"] = content
+            if entry.is_error:
+                result["is_error"] = True
             role, blocks = "user", [result]
         elif role == Role.ASSISTANT:
             blocks = _anthropic_blocks(entry.content, images=False)

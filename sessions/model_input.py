@@ -55,6 +55,7 @@ class Entry:
     tool_calls: list = field(default_factory=list)
     tool_call_id: str = ""
     name: str = ""
+    is_error: bool = False
     dropped_calls: list = field(default_factory=list)
     message: Message | None = None
     checkpoint: Checkpoint | None = None
@@ -301,6 +302,7 @@ def build_model_input(
                 tool_calls=calls,
                 tool_call_id=source.tool_call_id,
                 name=source.name,
+                is_error=source.is_error,
                 dropped_calls=dropped,
                 message=None if isinstance(item, _Unstored) else item,
             )

@@ -277,6 +277,7 @@ class MessageIn(Strict):
     tool_calls: list[ToolCallIn] | None = Field(None, description="assistant only")
     tool_call_id: ShortText | None = Field(None, description="tool only, required there")
     name: ShortText | None = None
+    is_error: StrictBool = Field(False, description="tool only: the tool reported a failure")
     attributes: JsonObject | None = Field(None, description="application data, never sent to the model")
     include_in_messages: StrictBool = True
     persist: StrictBool = Field(True, description="false: do not store (requests only)")
@@ -416,6 +417,7 @@ class MessageRecord(Schema):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
     tool_call_id: str = ""
     name: str = ""
+    is_error: bool = Field(False, description="tool only: the tool reported a failure")
     attributes: dict[str, Any] = Field(default_factory=dict)
     include_in_messages: bool = True
     created_at: datetime

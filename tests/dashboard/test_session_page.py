@@ -422,3 +422,24 @@ def test_input_fragment_windows_issue_the_same_number_of_queries_for_both_sizes(
     small, _ = count_queries(viewer_client, session_url(small_session, "input/"))
     big, _ = count_queries(viewer_client, session_url(big_session, "input/"))
     assert small == big, f"50 messages: {small} queries, 3000 messages: {big}"
+
+
+def tool_session(project, key, messages) -> str:
+    """The page of a new session of `messages`."""
+    append_messages(project, key, messages, "test")
+    return session_url(Session.objects.get(project=project, key=key))
+
+
+def test_a_failed_tool_result_has_an_error_badge(viewer_client, project):
+    url = tool_session(project, "failed", [
+        {"role": "user", "content": "Where is gate 12?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "name": "gate_map", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "map service unavailable", "is_error": True},
+        {"role": "assistant", "content": "The map is down."},
+    ])
+    doc = parse(viewer_client.get(url))
+
+    assert message(doc, 3).one("header").one(cls="is-error").text() == "error"
+    assert all(message(doc, seq).one("header").find(cls="is-error") is None for seq in (1, 2, 4))
+    assert input_column(doc).one("article", **{"data-seq": "3"}).one(cls="is-error").text() == "error"
+
