@@ -5,7 +5,7 @@ import re
 
 from .model_input import ModelInput
 from .models import Role
-from .tokens import provider_role
+from .tokens import NOT_NAME_CHARACTER, openai_name, provider_role
 
 DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(?:;[\w=.+-]+)*;base64,(.*)$", re.IGNORECASE | re.DOTALL)
 FORMATS = ("ctxweb", "openai", "anthropic")
@@ -13,9 +13,7 @@ FORMATS = ("ctxweb", "openai", "anthropic")
 # it stands (another type, a data: URL without base64, an image in an assistant message) reaches the
 # model as a text placeholder, so the request stays valid and the model still knows it was there.
 PROVIDER_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-# Characters OpenAI refuses in a message's name, and Anthropic in a tool id. An Anthropic request must
-# also open with a user message.
-NOT_NAME_CHARACTER = re.compile(r"[^a-zA-Z0-9_-]")
+# An Anthropic request must open with a user message.
 ANTHROPIC_OPENING = "(The conversation begins with an assistant message.)"
 
 
@@ -93,7 +91,7 @@ def to_openai(model_input: ModelInput) -> list[dict]:
         if role == Role.TOOL:
             message["tool_call_id"] = entry.tool_call_id
         elif entry.name:
-            message["name"] = NOT_NAME_CHARACTER.sub("_", entry.name)[:64]
+            message["name"] = openai_name(entry.name)
         out.append(message)
     return out
 
