@@ -572,6 +572,17 @@ class OmittedOut(Schema):
         return omission.tool_call_id or None
 
 
+class PendingToolCallOut(Schema):
+    """A tool call of the newest assistant message awaiting its result: left out of the provider
+    formats (which take no call without its result) until the result is appended."""
+
+    seq: int | None = Field(description="the stored assistant message that made the call")
+    request_index: int | None = Field(None, description="for a call in the request's own unpersisted messages")
+    id: str
+    name: str
+    arguments: str
+
+
 class TokenTotalsOut(Schema):
     total: int = Field(description="everything, with the reply priming")
     instructions: int
@@ -589,6 +600,9 @@ class ModelInputOut(Schema):
     system: str | None = Field(None, description="anthropic format: the instructions")
     messages: list[dict[str, Any]]
     omitted: list[OmittedOut]
+    pending_tool_calls: list[PendingToolCallOut] = Field(
+        default_factory=list, description="tool calls awaiting their results, left out until they come"
+    )
 
 
 class TokensOut(Schema):

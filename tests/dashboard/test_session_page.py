@@ -443,3 +443,36 @@ def test_a_failed_tool_result_has_an_error_badge(viewer_client, project):
     assert all(message(doc, seq).one("header").find(cls="is-error") is None for seq in (1, 2, 4))
     assert input_column(doc).one("article", **{"data-seq": "3"}).one(cls="is-error").text() == "error"
 
+
+def test_calls_awaiting_their_results_are_shown_as_pending_and_not_in_the_input(viewer_client, project):
+    url = tool_session(project, "waiting", [
+        {"role": "user", "content": "Weather in Lisbon and Porto?"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c_lis", "name": "get_weather", "arguments": "{}"}, {"id": "c_opo", "name": "get_weather",
+                                                                        "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c_lis", "content": "sunny"},
+    ])
+    doc = parse(viewer_client.get(url))
+
+    calls = {c.get("data-call-id"): c for c in message(doc, 2).find_all(cls="tool-call")}
+    assert "pending" in calls["c_opo"].classes and "pending" not in calls["c_lis"].classes
+    assert "call pending" in message(doc, 2).one("header").text()
+    entry = input_column(doc).one("article", **{"data-seq": "2"})
+    assert [c.text() for c in entry.find_all(cls="tool-name")] == ["get_weather"]
+    assert "c_opo" in entry.one("p", cls="pending").text()
+
+    append_messages(project, "waiting", [{"role": "user", "content": "Only Lisbon, then."}], "test")
+    doc = parse(viewer_client.get(url))
+    assert "dropped" in {c.get("data-call-id"): c for c in message(doc, 2).find_all(cls="tool-call")}["c_opo"].classes
+
+
+def test_an_assistant_message_of_only_pending_calls_says_it_awaits_their_results(viewer_client, project):
+    url = tool_session(project, "asked", [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": "{}"}]},
+    ])
+    article = message(parse(viewer_client.get(url)), 2)
+
+    assert "code-awaiting_tool_result" in article.classes
+    assert "awaiting tool result" in article.one("header").text()
+    assert "c1" in explain(article).text()
