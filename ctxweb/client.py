@@ -236,6 +236,7 @@ class Message:
     created_at: datetime
     tokens: int
     reasoning_tokens: int
+    is_error: bool = False  # tool messages: the tool reported a failure
 
 
 @dataclass
@@ -263,6 +264,9 @@ class ModelInput:
     messages: list[dict[str, Any]]
     omitted: list[Omission]
     system: str | None = None  # anthropic format: the instructions
+    # Tool calls awaiting their results ({"seq", "request_index", "id", "name", "arguments"}): left out
+    # of the provider formats until the results are appended.
+    pending_tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -428,6 +432,7 @@ class Client:
             messages=data["messages"],
             omitted=[_build(Omission, o) for o in data.get("omitted") or ()],
             system=data.get("system"),
+            pending_tool_calls=data.get("pending_tool_calls") or [],
         )
 
     def compact(self, key: str, *, force: bool = False, max_tokens: int | None = None,

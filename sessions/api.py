@@ -175,7 +175,7 @@ def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
 # --- model input, compaction, tokens, requests ---------------------------------------------------
 
 
-@router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, **ERRORS},
+@router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, **ERRORS, 409: s.ErrorOut},
             summary="The model input: latest checkpoint plus the messages after it",
             openapi_extra=links(200, CountTokens=link("count_tokens", {"messages": "$response.body#/messages"})))
 def model_input(

@@ -13,6 +13,7 @@ class Explanation:
     checkpoint: Checkpoint | None = None  # the checkpoint that first covered the message
     position: int | None = None  # 1-based position in the model input, when in it
     dropped_calls: tuple = ()
+    pending_calls: tuple = ()  # ids of its tool calls awaiting their results
 
     def as_dict(self) -> dict:
         data = {"code": self.code, "sentence": self.sentence}
@@ -22,6 +23,8 @@ class Explanation:
             data["position"] = self.position
         if self.dropped_calls:
             data["dropped_tool_calls"] = list(self.dropped_calls)
+        if self.pending_calls:
+            data["pending_tool_calls"] = list(self.pending_calls)
         return data
 
 
@@ -46,16 +49,16 @@ def explain_messages(
     boundary = current.last_seq if current else 0
     chain = [c for c in checkpoints if current is not None and c.last_seq <= current.last_seq]
     positions = model_input.positions(messages)
-    dropped = model_input.dropped
+    left_out = (model_input.dropped, model_input.pending)
     omissions = model_input.omitted_by_seq
     total = model_input.entry_count
     return {
-        message.seq: _explain(message, model_input, boundary, chain, positions, dropped, omissions, total)
+        message.seq: _explain(message, model_input, boundary, chain, positions, left_out, omissions, total)
         for message in messages
     }
 
 
-def _explain(message, model_input, boundary, chain, positions, dropped, omissions, total) -> Explanation:
+def _explain(message, model_input, boundary, chain, positions, left_out, omissions, total) -> Explanation:
     as_of = model_input.as_of
     if as_of is not None and message.seq > as_of:
         return Explanation(
@@ -89,11 +92,16 @@ def _explain(message, model_input, boundary, chain, positions, dropped, omission
         if omission.whole_message:
             return _omission_explanation(message, omission, boundary)
     if message.seq in positions:
-        calls = dropped.get(message.seq, ())
+        calls = left_out[0].get(message.seq, ())
+        pending = left_out[1].get(message.seq, ())
         sentence = f"In the model input, message {positions[message.seq]} of {total}."
         if calls:
             sentence += f" Its tool call(s) {', '.join(calls)} are left out: no result for them is in the input."
-        return Explanation(Reason.IN_INPUT, sentence, position=positions[message.seq], dropped_calls=tuple(calls))
+        if pending:
+            sentence += (f" Its tool call(s) {', '.join(pending)} await their results and are left out of the "
+                         f"request until the results are appended.")
+        return Explanation(Reason.IN_INPUT, sentence, position=positions[message.seq], dropped_calls=tuple(calls),
+                           pending_calls=tuple(pending))
     # Not reached for stored messages of a consistent input; kept for safety.
     return Explanation(Reason.EXCLUDED, "Not in the model input.")
 
@@ -113,6 +121,14 @@ def _omission_explanation(message, omission: Omission, boundary: int) -> Explana
         return Explanation(
             Reason.ORPHAN,
             f"A tool result for {message.tool_call_id!r} left out to keep the input valid: {why}.",
+        )
+    if omission.reason == Reason.AWAITING:
+        return Explanation(
+            Reason.AWAITING,
+            f"The newest assistant message: its tool call(s) {omission.tool_call_id} await their results. No "
+            f"provider takes a call without its result, so it is left out of the request until they are "
+            f"appended.",
+            pending_calls=tuple(omission.tool_call_id.split(", ")),
         )
     return Explanation(
         Reason.DROPPED,

@@ -102,6 +102,8 @@ def export_markdown(session: Session) -> Iterator[str]:
             flags.append("hidden from the model")
         if m.role == "tool":
             flags.append(f"result of `{m.tool_call_id}`")
+        if m.is_error:
+            flags.append("the tool reported an error")
         head = f"### #{m.seq} · {m.role}" + (f" · {m.name}" if m.name else "") + (f" ({'; '.join(flags)})" if flags else "")
         yield f"{head}\n\n_{m.created_at:%Y-%m-%d %H:%M:%S} UTC · {m.tokens} tokens_\n\n"
         if m.reasoning:

@@ -3,9 +3,10 @@
 import json
 import re
 
+from .errors import Conflict
 from .model_input import ModelInput
 from .models import Role
-from .tokens import provider_role
+from .tokens import NOT_NAME_CHARACTER, openai_name, provider_role
 
 DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(?:;[\w=.+-]+)*;base64,(.*)$", re.IGNORECASE | re.DOTALL)
 FORMATS = ("ctxweb", "openai", "anthropic", "openai-responses")
@@ -13,15 +14,17 @@ FORMATS = ("ctxweb", "openai", "anthropic", "openai-responses")
 # it stands (another type, a data: URL without base64, an image in an assistant message) reaches the
 # model as a text placeholder, so the request stays valid and the model still knows it was there.
 PROVIDER_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-# Characters OpenAI refuses in a message's name, and Anthropic in a tool id. An Anthropic request must
-# also open with a user message.
-NOT_NAME_CHARACTER = re.compile(r"[^a-zA-Z0-9_-]")
+# An Anthropic request must open with a user message.
 ANTHROPIC_OPENING = "(The conversation begins with an assistant message.)"
 
 
 def to_ctxweb(model_input: ModelInput) -> list[dict]:
+    """The entries as ctxweb messages with where they sit; the newest assistant message's calls that
+    await their results are shown as `pending_tool_calls` (that message last, with 0 tokens, when
+    nothing of it is sent yet)."""
     out = []
-    for entry in model_input.entries:
+    awaiting = [model_input.awaiting] if model_input.awaiting else []
+    for entry in model_input.entries + awaiting:
         item = {"kind": entry.kind, "role": entry.role, "content": entry.content, "tokens": entry.tokens}
         if entry.seq is not None:
             item["seq"] = entry.seq
@@ -29,12 +32,16 @@ def to_ctxweb(model_input: ModelInput) -> list[dict]:
             item["id"] = entry.client_id
         if entry.tool_calls:
             item["tool_calls"] = entry.tool_calls
+        if entry.pending_calls:
+            item["pending_tool_calls"] = entry.pending_calls
         if entry.dropped_calls:
             item["dropped_tool_calls"] = entry.dropped_calls
         if entry.tool_call_id:
             item["tool_call_id"] = entry.tool_call_id
         if entry.name:
             item["name"] = entry.name
+        if entry.is_error:
+            item["is_error"] = True
         if entry.checkpoint is not None:
             item["checkpoint_id"] = entry.checkpoint.pk
         out.append(item)
@@ -91,7 +98,7 @@ def to_openai(model_input: ModelInput) -> list[dict]:
         if role == Role.TOOL:
             message["tool_call_id"] = entry.tool_call_id
         elif entry.name:
-            message["name"] = NOT_NAME_CHARACTER.sub("_", entry.name)[:64]
+            message["name"] = openai_name(entry.name)
         out.append(message)
     return out
 
@@ -176,6 +183,8 @@ def to_anthropic(model_input: ModelInput) -> dict:
             content = _anthropic_blocks(entry.content) if isinstance(entry.content, list) else entry.content
             if content and (not isinstance(content, str) or content.strip()):  # no content: an empty result
                 result["content"] = content
+            if entry.is_error:
+                result["is_error"] = True
             role, blocks = "user", [result]
         elif role == Role.ASSISTANT:
             blocks = _anthropic_blocks(entry.content, images=False)
@@ -214,9 +223,31 @@ def render_model_input(model_input: ModelInput, fmt: str):
     return to_ctxweb(model_input)
 
 
+class NothingToSend(Conflict):
+    code = "nothing_to_send"
+
+
+NOTHING_TO_SEND = {
+    "openai": "Nothing to send: the model input is empty (no instructions and no message), and OpenAI Chat "
+              "Completions needs at least one message. Set instructions or append a message first.",
+    "anthropic": "Nothing to send: the model input holds no message besides the instructions, and Anthropic "
+                 "Messages needs at least one. Append a user message first.",
+}
+
+
+def check_something_to_send(model_input: ModelInput, fmt: str, rendered=None) -> None:
+    """A provider format with no message in it is not a request its provider takes: NothingToSend (409)."""
+    if fmt not in NOTHING_TO_SEND:
+        return
+    rendered = render_model_input(model_input, fmt) if rendered is None else rendered
+    if not (rendered["messages"] if fmt == "anthropic" else rendered):
+        raise NothingToSend(NOTHING_TO_SEND[fmt])
+
+
 def model_input_response(model_input: ModelInput, fmt: str) -> dict:
     """The model input in `fmt` with its figures, in the shape of schemas.ModelInputOut."""
     rendered = render_model_input(model_input, fmt)
+    check_something_to_send(model_input, fmt, rendered)
     totals = {"instructions": 0, "summary": 0, "messages": 0, "request": 0}
     for entry in model_input.entries:
         totals["messages" if entry.kind == "message" else entry.kind] += entry.tokens
@@ -229,6 +260,7 @@ def model_input_response(model_input: ModelInput, fmt: str) -> dict:
         "system": rendered.get("system") if fmt == "anthropic" else None,
         "messages": rendered["messages"] if fmt == "anthropic" else rendered,
         "omitted": model_input.omitted,
+        "pending_tool_calls": model_input.pending_tool_calls,
     }
 
 

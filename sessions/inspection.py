@@ -42,6 +42,7 @@ class ToolCallView:
     arguments: str  # pretty-printed when it is JSON
     result_seq: int | None
     dropped: bool = False
+    pending: bool = False  # awaiting its result: left out of the request until it comes
 
 
 @dataclass
@@ -86,6 +87,7 @@ class InputItem:
     checkpoint: Checkpoint | None = None
     tool_calls: list[ToolCallView] = field(default_factory=list)
     dropped_calls: list[str] = field(default_factory=list)
+    pending_calls: list[str] = field(default_factory=list)
 
     @property
     def provider_role(self) -> str:
@@ -135,9 +137,10 @@ def _tool_results(session: Session, messages: list[Message]) -> dict[tuple[int, 
     return results
 
 
-def _calls(message: Message, results, dropped=()) -> list[ToolCallView]:
+def _calls(message: Message, results, dropped=(), pending=()) -> list[ToolCallView]:
     return [
-        ToolCallView(c["id"], c["name"], pretty_arguments(c["arguments"]), results.get((message.seq, c["id"])), c["id"] in dropped)
+        ToolCallView(c["id"], c["name"], pretty_arguments(c["arguments"]), results.get((message.seq, c["id"])),
+                     c["id"] in dropped, c["id"] in pending)
         for c in message.tool_calls
     ]
 
@@ -175,7 +178,7 @@ def raw_window(
         explanation = explanations[m.seq]
         covering = covering_checkpoint(chain, m.seq) if explanation.code == Reason.COVERED else None
         items.append(
-            RawItem(m, explanation, covering, _calls(m, results, explanation.dropped_calls),
+            RawItem(m, explanation, covering, _calls(m, results, explanation.dropped_calls, explanation.pending_calls),
                     checkpoint_colour(covering, checkpoints), notes.get(m.seq, []))
         )
     first = messages[0].seq if messages else None
@@ -211,12 +214,13 @@ def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Ch
                 text=summary_message_text(layout.checkpoint.summary, layout.checkpoint.last_seq),
                 checkpoint=layout.checkpoint,
             ))
-    dropped_by_seq = layout.dropped
+    dropped_by_seq, pending_by_seq = layout.dropped, layout.pending
     for m in shown:
         dropped = dropped_by_seq.get(m.seq, [])
-        calls = [c for c in _calls(m, results) if c.id not in dropped]
-        items.append(InputItem("message", m.role, kept_tokens(m, dropped), positions[m.seq], message=m,
-                               tool_calls=calls, dropped_calls=dropped))
+        pending = pending_by_seq.get(m.seq, [])
+        calls = [c for c in _calls(m, results) if c.id not in dropped and c.id not in pending]
+        items.append(InputItem("message", m.role, kept_tokens(m, dropped + pending), positions[m.seq], message=m,
+                               tool_calls=calls, dropped_calls=dropped, pending_calls=pending))
     return InputWindow(items, earlier, first_position, shown[0].seq if shown else None)
 
 

@@ -1,9 +1,9 @@
 """The model input: the latest checkpoint plus the raw messages after it.
 
 Built from one indexed range query over the raw log, never the whole log. The validity rules that keep
-provider requests well formed (a tool result needs its call right before it; an unanswered tool call
-is dropped unless it belongs to the newest assistant message) are applied here, once, so every format
-and every explanation agree on what the model sees.
+provider requests well formed (a tool result needs its call right before it; a tool call without a
+result is left out: dropped, or pending while it belongs to the newest assistant message) are applied
+here, once, so every format and every explanation agree on what the model sees.
 """
 
 import json
@@ -31,6 +31,7 @@ class Reason:
     INSTRUCTIONS_ROLE = "instructions_role"
     ORPHAN = "orphan_tool_result"
     DROPPED = "dropped_tool_call"
+    AWAITING = "awaiting_tool_result"
     AFTER_AS_OF = "after_as_of"
 
 
@@ -53,10 +54,15 @@ class Entry:
     tokens: int
     seq: int | None = None
     client_id: str = ""
-    tool_calls: list = field(default_factory=list)
+    tool_calls: list = field(default_factory=list)  # the calls sent to the model
     tool_call_id: str = ""
     name: str = ""
-    dropped_calls: list = field(default_factory=list)
+    is_error: bool = False
+    dropped_calls: list = field(default_factory=list)  # ids of calls left out: no result in the input
+    # Calls of the newest assistant message still awaiting their results: left out of the request
+    # (no provider takes a call without its result) until the results are appended.
+    pending_calls: list = field(default_factory=list)
+    request_index: int | None = None  # for an unpersisted message of the request
     message: Message | None = None
     checkpoint: Checkpoint | None = None
 
@@ -126,14 +132,23 @@ class ModelInputShape(ABC):
         """Seqs of stored messages left out of the input entirely."""
         return {o.seq for o in self.omitted if o.whole_message and o.seq is not None}
 
+    def _calls_left_out(self, reason: str) -> dict[int, list[str]]:
+        calls = defaultdict(list)
+        for o in self.omitted:
+            if o.reason == reason and o.seq is not None:
+                calls[o.seq] += o.tool_call_id.split(", ")
+        return dict(calls)
+
     @cached_property
     def dropped(self) -> dict[int, list[str]]:
-        """seq -> tool call ids left out of that stored message (the whole message, or only those calls)."""
-        dropped = defaultdict(list)
-        for o in self.omitted:
-            if o.reason == Reason.DROPPED and o.seq is not None:
-                dropped[o.seq] += o.tool_call_id.split(", ")
-        return dict(dropped)
+        """seq -> tool call ids left out of that stored message (the whole message, or only those
+        calls): they have no result in the input."""
+        return self._calls_left_out(Reason.DROPPED)
+
+    @cached_property
+    def pending(self) -> dict[int, list[str]]:
+        """seq -> tool call ids of the newest assistant message left out until their results come."""
+        return self._calls_left_out(Reason.AWAITING)
 
     @abstractmethod
     def positions(self, messages) -> dict[int, int]:
@@ -168,8 +183,17 @@ class ModelInput(_Placed):
     session: Session
     checkpoint: Checkpoint | None
     as_of: int | None
-    entries: list[Entry]
+    entries: list[Entry]  # what a provider is sent, in order
     omitted: list[Omission]
+    # The newest assistant message when nothing of it can be sent yet (no content, every call awaiting
+    # its result): not an entry, since no provider would take it; the ctxweb format shows it as pending.
+    awaiting: Entry | None = None
+
+    @property
+    def pending_tool_calls(self) -> list[dict]:
+        """The calls awaiting their results, with the message they belong to."""
+        holders = [e for e in self.entries if e.pending_calls] + ([self.awaiting] if self.awaiting else [])
+        return [{"seq": e.seq, "request_index": e.request_index, **call} for e in holders for call in e.pending_calls]
 
     @property
     def tokens(self) -> int:
@@ -208,8 +232,12 @@ class ModelInput(_Placed):
 @dataclass
 class _Verdict:
     keep: list[bool]
-    dropped: dict[int, list[str]]  # item index -> call ids left out
+    dropped: dict[int, list[str]]  # item index -> call ids left out: no result in the input
+    pending: dict[int, list[str]]  # item index -> call ids left out until their results come
     omitted: list[tuple[int, Omission]]
+
+    def left_out_calls(self, i: int) -> list[str]:
+        return self.dropped.get(i, []) + self.pending.get(i, [])
 
 
 def check_validity(items) -> _Verdict:
@@ -242,33 +270,37 @@ def check_validity(items) -> _Verdict:
         else:
             open_call = None
 
+    # The newest assistant message's calls may still be answered (by results the application is about
+    # to append) when nothing but results follows it: pending, not dropped. Either way no provider takes
+    # a call without its result, so both are left out of the request.
     newest = next((i for i in range(n - 1, -1, -1) if items[i].role == Role.ASSISTANT), None)
     pending_allowed = newest is not None and all(items[j].role == Role.TOOL for j in range(newest + 1, n))
     dropped: dict[int, list[str]] = {}
+    pending: dict[int, list[str]] = {}
     for i, item in enumerate(items):
         if item.role != Role.ASSISTANT or not item.call_ids:
-            continue
-        if i == newest and pending_allowed:
             continue
         missing = [cid for cid in item.call_ids if cid not in answered[i]]
         if not missing:
             continue
-        dropped[i] = missing
+        awaiting = i == newest and pending_allowed
+        reason = Reason.AWAITING if awaiting else Reason.DROPPED
+        (pending if awaiting else dropped)[i] = missing
         if len(missing) == len(item.call_ids) and not item.has_content:
             keep[i] = False
-            omitted.append((i, Omission(Reason.DROPPED, item.seq, ", ".join(missing))))
+            omitted.append((i, Omission(reason, item.seq, ", ".join(missing))))
         else:
             for cid in missing:
-                omitted.append((i, Omission(Reason.DROPPED, item.seq, cid, whole_message=False)))
+                omitted.append((i, Omission(reason, item.seq, cid, whole_message=False)))
     omitted.sort(key=lambda pair: pair[0])
-    return _Verdict(keep, dropped, omitted)
+    return _Verdict(keep, dropped, pending, omitted)
 
 
-def kept_tokens(item, dropped_ids) -> int:
+def kept_tokens(item, left_out_ids) -> int:
     """What a message adds to the input: its stored tokens less those of its calls left out."""
-    if not dropped_ids:
+    if not left_out_ids:
         return item.tokens
-    removed = sum(t for cid, t in zip(item.call_ids, item.tool_call_tokens, strict=False) if cid in dropped_ids)
+    removed = sum(t for cid, t in zip(item.call_ids, item.tool_call_tokens, strict=False) if cid in left_out_ids)
     return item.tokens - removed
 
 
@@ -367,33 +399,40 @@ def build_model_input(
                 checkpoint=checkpoint,
             )
         )
+    awaiting = None
     for i, item in enumerate(items):
-        if not verdict.keep[i]:
+        pending = verdict.pending.get(i, [])
+        if not verdict.keep[i] and not pending:
             continue
         dropped = verdict.dropped.get(i, [])
-        source = item.new if isinstance(item, _Unstored) else item
-        calls = [call for call in source.tool_calls if call["id"] not in dropped]
-        entries.append(
-            Entry(
-                "request" if isinstance(item, _Unstored) else "message",
-                source.role,
-                source.content,
-                kept_tokens(item, dropped),
-                seq=item.seq,
-                client_id=source.client_id,
-                tool_calls=calls,
-                tool_call_id=source.tool_call_id,
-                name=source.name,
-                dropped_calls=dropped,
-                message=None if isinstance(item, _Unstored) else item,
-            )
+        unstored = isinstance(item, _Unstored)
+        source = item.new if unstored else item
+        entry = Entry(
+            "request" if unstored else "message",
+            source.role,
+            source.content,
+            kept_tokens(item, verdict.left_out_calls(i)) if verdict.keep[i] else 0,
+            seq=item.seq,
+            client_id=source.client_id,
+            tool_calls=[call for call in source.tool_calls if call["id"] not in dropped and call["id"] not in pending],
+            tool_call_id=source.tool_call_id,
+            name=source.name,
+            is_error=source.is_error,
+            dropped_calls=dropped,
+            pending_calls=[call for call in source.tool_calls if call["id"] in pending],
+            request_index=item.index if unstored else None,
+            message=None if unstored else item,
         )
+        if verdict.keep[i]:
+            entries.append(entry)
+        else:
+            awaiting = entry
     omitted = []
     for i, omission in verdict.omitted:
         if isinstance(items[i], _Unstored):
             omission.request_index = items[i].index
         omitted.append(omission)
-    return ModelInput(session, checkpoint or None, as_of, entries, omitted)
+    return ModelInput(session, checkpoint or None, as_of, entries, omitted, awaiting)
 
 
 _ROW_FIELDS = ("seq", "role", "tokens", "call_ids", "tool_call_tokens", "tool_call_id", "call_seq", "has_content")
@@ -456,7 +495,7 @@ def layout_model_input(
     rows = visible_rows(session, checkpoint.last_seq if checkpoint else 0, as_of)
     verdict = check_validity(rows)
     kept = {
-        row.seq: (kept_tokens(row, verdict.dropped.get(i)) if verdict.keep[i] else 0)
+        row.seq: (kept_tokens(row, verdict.left_out_calls(i)) if verdict.keep[i] else 0)
         for i, row in enumerate(rows)
     }
     total = REPLY_PRIMING + session.instructions_tokens + sum(kept.values())
@@ -577,7 +616,7 @@ def input_figures_after_append(session: Session, first_new_seq: int, new_rows: l
     def figures(items):
         verdict = check_validity(items)
         kept = [i for i in range(len(items)) if verdict.keep[i]]
-        tokens = sum(kept_tokens(items[i], verdict.dropped.get(i)) for i in kept)
+        tokens = sum(kept_tokens(items[i], verdict.left_out_calls(i)) for i in kept)
         return tokens, len(kept), [o.as_dict() for _, o in verdict.omitted]
 
     old_tokens, old_count, _ = figures(old)

@@ -156,6 +156,8 @@ class Message(models.Model):
     # For a tool result: the seq of the assistant message whose call it answers (nearest preceding).
     call_seq = models.PositiveIntegerField(null=True, blank=True)
     name = models.CharField(max_length=200, blank=True, default="")
+    # For a tool result: the tool reported a failure (Anthropic's tool_result.is_error).
+    is_error = models.BooleanField(default=False)
     attributes = models.JSONField(default=dict, blank=True)
     include_in_messages = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)

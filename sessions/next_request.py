@@ -10,6 +10,7 @@ from .append import AppendResult, Batch, append_messages, parse_batch
 from .compaction import Outcome, compact_if_needed
 from .event_types import RequestBuilt
 from .events import event_data, record
+from .formats import check_something_to_send
 from .model_input import ModelInput, build_model_input, summary_message_text, visible_messages
 from .models import Checkpoint, Event, EventType, Message, Project, Role, Session
 from .session_store import get_or_create_locked, update_session
@@ -39,13 +40,17 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
         if any(m.persist for m in batch):
             appended = append_messages(project, key, None, actor, parsed=Batch(batch))
             session = appended.session
-    unpersisted = [m for m in batch if not m.persist]
+        unpersisted = [m for m in batch if not m.persist]
+        if not session.input_messages and not session.checkpoint_count:
+            # Perhaps nothing to send (only instructions): refused here, so the request stores nothing.
+            check_something_to_send(build_model_input(session, extra_messages=unpersisted), fmt)
     extra_tokens = sum(m.tokens for m in unpersisted)
     starts_turn = any(m.role == Role.USER for m in unpersisted)
     compaction = compact_if_needed(session, actor, extra_tokens, starts_turn)
     if compaction is not None:
         session.refresh_from_db()
     model_input = build_model_input(session, extra_messages=unpersisted)
+    check_something_to_send(model_input, fmt)
     seq_range = model_input.seq_range
     instructions_entry = next((e for e in model_input.entries if e.kind == "instructions"), None)
     event = record(session, actor, RequestBuilt(

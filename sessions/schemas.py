@@ -277,6 +277,7 @@ class MessageIn(Strict):
     tool_calls: list[ToolCallIn] | None = Field(None, description="assistant only")
     tool_call_id: ShortText | None = Field(None, description="tool only, required there")
     name: ShortText | None = None
+    is_error: StrictBool = Field(False, description="tool only: the tool reported a failure")
     attributes: JsonObject | None = Field(None, description="application data, never sent to the model")
     include_in_messages: StrictBool = True
     persist: StrictBool = Field(True, description="false: do not store (requests only)")
@@ -416,6 +417,7 @@ class MessageRecord(Schema):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
     tool_call_id: str = ""
     name: str = ""
+    is_error: bool = Field(False, description="tool only: the tool reported a failure")
     attributes: dict[str, Any] = Field(default_factory=dict)
     include_in_messages: bool = True
     created_at: datetime
@@ -570,6 +572,17 @@ class OmittedOut(Schema):
         return omission.tool_call_id or None
 
 
+class PendingToolCallOut(Schema):
+    """A tool call of the newest assistant message awaiting its result: left out of the provider
+    formats (which take no call without its result) until the result is appended."""
+
+    seq: int | None = Field(description="the stored assistant message that made the call")
+    request_index: int | None = Field(None, description="for a call in the request's own unpersisted messages")
+    id: str
+    name: str
+    arguments: str
+
+
 class TokenTotalsOut(Schema):
     total: int = Field(description="everything, with the reply priming")
     instructions: int
@@ -587,6 +600,9 @@ class ModelInputOut(Schema):
     system: str | None = Field(None, description="anthropic format: the instructions")
     messages: list[dict[str, Any]]
     omitted: list[OmittedOut]
+    pending_tool_calls: list[PendingToolCallOut] = Field(
+        default_factory=list, description="tool calls awaiting their results, left out until they come"
+    )
 
 
 class TokensOut(Schema):

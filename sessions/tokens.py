@@ -1,19 +1,23 @@
 """Token accounting, the way OpenAI documents it for its chat models.
 
 Every message costs MESSAGE_OVERHEAD tokens plus the tokens of its role and its text; a `name` costs
-its tokens plus NAME_OVERHEAD; a whole model input costs REPLY_PRIMING more. Tool calls count their
+its tokens plus NAME_OVERHEAD, counted as OpenAI is sent it (openai_name) and not at all on a tool
+message, whose name no provider format sends; a whole model input costs REPLY_PRIMING more. Tool calls count their
 name and their arguments. Images count by OpenAI's published tile formula when width and height are
 known and IMAGE_FLAT_ESTIMATE otherwise. Reasoning is counted on its own and never into the input.
 """
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 
 import tiktoken
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+# Characters OpenAI refuses in a message's name (and Anthropic in a tool id).
+NOT_NAME_CHARACTER = re.compile(r"[^a-zA-Z0-9_-]")
 MESSAGE_OVERHEAD = 3
 NAME_OVERHEAD = 1
 REPLY_PRIMING = 3
@@ -105,11 +109,17 @@ def provider_role(role: str) -> str:
     return "user" if role == "agent" else role
 
 
+def openai_name(name: str) -> str:
+    """A message's name as the `openai` format sends it (`Bob Smith` as `Bob_Smith`)."""
+    return NOT_NAME_CHARACTER.sub("_", name)[:64]
+
+
 def count_message(role: str, content=None, name: str = "", tool_calls=(), reasoning: str = "") -> MessageTokens:
-    """Token figures of one normalised message (tool_calls as [{"id","name","arguments"}])."""
+    """Token figures of one normalised message (tool_calls as [{"id","name","arguments"}]): what the
+    `openai` format sends of it, so the totals of a model input are a recount of that payload."""
     total = MESSAGE_OVERHEAD + count_label(provider_role(role)) + count_content(content)
-    if name:
-        total += (count_label(name) if len(name) <= 64 else count_text(name)) + NAME_OVERHEAD
+    if name and role != "tool":
+        total += count_label(openai_name(name)) + NAME_OVERHEAD
     per_call = [count_tool_call(call["name"], call["arguments"]) for call in tool_calls or ()]
     total += sum(per_call)
     return MessageTokens(total=total, tool_calls=per_call, reasoning=count_text(reasoning))

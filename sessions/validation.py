@@ -34,6 +34,7 @@ class NewMessage:
     tool_calls: list = field(default_factory=list)
     tool_call_id: str = ""
     name: str = ""
+    is_error: bool = False
     attributes: dict = field(default_factory=dict)
     include_in_messages: bool = True
     persist: bool = True
@@ -305,12 +306,15 @@ def _tool_call(call: schemas.ToolCallIn) -> dict:
     return {"id": call.id, "name": call.name, "arguments": arguments}
 
 
-def message_digest(role, content, reasoning, tool_calls, tool_call_id, name) -> str:
+def message_digest(role, content, reasoning, tool_calls, tool_call_id, name, is_error=False) -> str:
     """A fingerprint of what the model sees of a message, to tell a retried message from a conflicting
     one. Its parts are normalised already (parts and tool calls built with a fixed key order), so
-    plain text is hashed as it is and only structured parts go through JSON."""
+    plain text is hashed as it is and only structured parts go through JSON. A failed tool result
+    (is_error, which Anthropic sends) adds a part; without it the fingerprint is what it always was, so
+    messages stored before the field existed still match their retries."""
     digest = hashlib.sha256()
-    for part in (role, content, reasoning, tool_calls, tool_call_id, name):
+    parts = (role, content, reasoning, tool_calls, tool_call_id, name) + (("is_error",) if is_error else ())
+    for part in parts:
         if isinstance(part, str):
             digest.update(b"s")
             digest.update(part.encode())
@@ -341,6 +345,8 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
         raise fail(index, "a tool message needs the tool_call_id of the call it answers", "missing_tool_call_id")
     if role != Role.TOOL and tool_call_id:
         raise fail(index, "tool_call_id is only allowed on tool messages", "field_not_allowed")
+    if role != Role.TOOL and message.is_error:
+        raise fail(index, "is_error is only allowed on tool messages", "field_not_allowed")
     may_be_empty = role == Role.ASSISTANT and bool(tool_calls)
     if "content" not in given and not may_be_empty:
         raise fail(index, "content is required", "invalid_content")
@@ -357,6 +363,7 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
         tool_calls=tool_calls,
         tool_call_id=tool_call_id,
         name=name,
+        is_error=message.is_error,
         attributes=message.attributes or {},
         include_in_messages=message.include_in_messages,
         persist=message.persist,
@@ -365,7 +372,7 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
         tokens=figures.total,
         tool_call_tokens=figures.tool_calls,
         reasoning_tokens=figures.reasoning,
-        digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name),
+        digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name, message.is_error),
     )
 
 

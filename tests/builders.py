@@ -65,11 +65,10 @@ def openai_input_problems(messages: list[dict]) -> list[str]:
     """Why an OpenAI Chat Completions message list would be rejected, or [] when it is valid.
 
     Tool results must follow, as one block, the assistant message whose calls they answer, each call
-    answered once; every call is answered, except in the newest assistant message when nothing but its
-    results follows it.
+    answered once; every call is answered, the newest assistant message's too (OpenAI refuses a call
+    whose result has not come yet), and the list is not empty.
     """
-    problems = []
-    newest = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    problems = [] if messages else ["no message"]
     i = 0
     while i < len(messages):
         message = messages[i]
@@ -91,7 +90,6 @@ def openai_input_problems(messages: list[dict]) -> list[str]:
             answered.append(call_id)
             i += 1
         unanswered = [c for c in calls if c not in answered]
-        pending_ok = i - 1 - len(answered) == newest and i == len(messages)
-        if unanswered and not pending_ok:
-            problems.append(f"unanswered tool call(s) {unanswered} in an assistant message that is not the newest")
+        if unanswered:
+            problems.append(f"unanswered tool call(s) {unanswered}")
     return problems

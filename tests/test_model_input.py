@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessions.errors import DomainError
-from sessions.formats import to_anthropic, to_openai
+from sessions.formats import to_anthropic, to_ctxweb, to_openai
 from sessions.model_input import Reason, build_model_input, refresh_input_tokens, summary_message_tokens
 from sessions.models import Checkpoint, Message, Session
 from sessions.session_store import update_session
@@ -282,12 +282,45 @@ def test_an_older_assistant_message_of_only_unanswered_calls_is_left_out(append)
     assert model_input.tokens == session.input_tokens == expected
 
 
-def test_the_pending_calls_of_the_newest_assistant_message_are_kept(append):
+def test_the_pending_calls_of_the_newest_assistant_message_are_left_out_until_answered(append):
     append("s1", [user("weather and time?"), assistant(None, ["c1", "c2"]), tool("c1", "sunny")])
-    model_input = build_model_input(session_of())
+    session = session_of()
+    model_input = build_model_input(session)
+
     assert seqs(model_input) == [1, 2, 3]
-    assert [c["id"] for c in model_input.entries[1].tool_calls] == ["c1", "c2"]
-    assert model_input.omitted == []
+    assert [c["id"] for c in model_input.entries[1].tool_calls] == ["c1"]
+    assert omitted(model_input) == [(Reason.AWAITING, 2, "c2", False)]
+    assert model_input.pending_tool_calls == [
+        {"seq": 2, "request_index": None, "id": "c2", "name": "lookup", "arguments": '{"call": "c2"}'}]
+    expected = REPLY_PRIMING + sum([message_tokens("user", "weather and time?"),
+                                    message_tokens("assistant", tool_calls=[assistant(None, ["c1"])["tool_calls"][0]]),
+                                    message_tokens("tool", "sunny")])
+    assert model_input.tokens == session.input_tokens == expected
+    assert [c["id"] for c in to_openai(model_input)[1]["tool_calls"]] == ["c1"]
+    assert [b["id"] for b in to_anthropic(model_input)["messages"][1]["content"]] == ["c1"]
+    shown = to_ctxweb(model_input)[1]
+    assert ([c["id"] for c in shown["tool_calls"]], [c["id"] for c in shown["pending_tool_calls"]]) == (["c1"], ["c2"])
+
+    append("s1", [tool("c2", "noon")])
+    answered = build_model_input(session_of())
+    assert [c["id"] for c in answered.entries[1].tool_calls] == ["c1", "c2"]
+    assert (answered.omitted, answered.pending_tool_calls) == ([], [])
+
+
+def test_an_assistant_message_of_only_pending_calls_is_shown_by_the_ctxweb_format_alone(append):
+    append("s1", [user("weather?"), assistant(None, ["c1"])])
+    session = session_of()
+    model_input = build_model_input(session)
+
+    assert seqs(model_input) == [1]
+    assert omitted(model_input) == [(Reason.AWAITING, 2, "c1", True)]
+    assert [c["id"] for c in model_input.pending_tool_calls] == ["c1"]
+    assert model_input.tokens == session.input_tokens == REPLY_PRIMING + message_tokens("user", "weather?")
+    assert to_openai(model_input) == [{"role": "user", "content": "weather?"}]
+    assert to_anthropic(model_input)["messages"] == [{"role": "user", "content": [{"type": "text", "text": "weather?"}]}]
+    last = to_ctxweb(model_input)[-1]
+    assert (last["seq"], last["tokens"], "tool_calls" in last) == (2, 0, False)
+    assert [c["id"] for c in last["pending_tool_calls"]] == ["c1"]
 
 
 # --- as of ---------------------------------------------------------------------------------------

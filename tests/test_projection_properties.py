@@ -4,9 +4,11 @@ hidden and re-shown messages, compactions with supplied summaries at random poin
 unpersisted messages, the `openai` and `anthropic` renderings are requests those providers accept.
 
 The checkers below are written from the providers' documented rules, independently of sessions.formats
-and sessions.model_input. One rule is the product's own promise rather than a provider's: the newest
-assistant message may end the input with tool calls still pending, since the application is
-about to run them.
+and sessions.model_input. Both providers refuse a tool call without its result, the newest assistant
+message's too, so calls still awaiting their results are left out (SPEC §2); an input with no message to
+send is answered 409 nothing_to_send instead of rendered. The token total of every input is a recount of
+its `openai` rendering (POST /tokens), images aside: they are counted as images, whatever the
+rendering makes of them (README, API).
 """
 
 import re
@@ -18,12 +20,13 @@ from hypothesis import strategies as st
 from sessions.append import append_messages
 from sessions.compaction import compact
 from sessions.errors import DomainError
-from sessions.formats import ANTHROPIC_OPENING, render_model_input
+from sessions.formats import ANTHROPIC_OPENING, NothingToSend, check_something_to_send, render_model_input
 from sessions.message_edits import update_message
 from sessions.model_input import build_model_input
 from sessions.models import Session
 from sessions.next_request import build_request
 from sessions.session_store import get_session, update_session
+from sessions.validation import count_openai_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -69,8 +72,8 @@ def openai_problems(messages) -> list[str]:
     def bad(i, why):
         problems.append(f"messages[{i}]: {why}")
 
-    if not isinstance(messages, list):
-        return ["messages is not a list"]
+    if not isinstance(messages, list) or not messages:
+        return ["messages is not a non-empty list"]
     for i, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
         if role not in OPENAI_FIELDS:
@@ -112,7 +115,6 @@ def openai_problems(messages) -> list[str]:
     if problems:
         return problems
 
-    last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
     i = 0
     while i < len(messages):
         m = messages[i]
@@ -130,8 +132,7 @@ def openai_problems(messages) -> list[str]:
                     bad(j, f"tool_call_id {call_id!r} answered twice")
                 answered.add(call_id)
                 j += 1
-            pending = i == last_assistant and j == len(messages)  # the newest calls may be pending
-            if ids - answered and not pending:
+            if ids - answered:
                 bad(i, f"tool calls {sorted(ids - answered)} get no tool message")
             i = j
             continue
@@ -206,8 +207,8 @@ def anthropic_problems(request) -> list[str]:
     if "system" in request and not (isinstance(request["system"], str) and request["system"].strip()):
         problems.append("system is not a non-empty string")
     messages = request.get("messages")
-    if not isinstance(messages, list):
-        return [*problems, "messages is not a list"]
+    if not isinstance(messages, list) or not messages:
+        return [*problems, "messages is not a non-empty list"]
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or set(m) != {"role", "content"} or m["role"] not in ("user", "assistant"):
             bad(i, f"malformed message {m!r}")
@@ -231,7 +232,6 @@ def anthropic_problems(request) -> list[str]:
     uses = [b["id"] for m in messages for b in m["content"] if b["type"] == "tool_use"]
     if len(set(uses)) != len(uses):
         problems.append(f"tool_use ids are not unique in the request: {sorted(uses)}")
-    last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
     for i, m in enumerate(messages):
         results = [b["tool_use_id"] for b in m["content"] if b["type"] == "tool_result"]
         if results:
@@ -246,9 +246,7 @@ def anthropic_problems(request) -> list[str]:
             calls = {b["id"] for b in m["content"] if b["type"] == "tool_use"}
             after = messages[i + 1] if i + 1 < len(messages) else None
             answered = {b["tool_use_id"] for b in after["content"] if b["type"] == "tool_result"} if after else set()
-            ends_here = all(b["type"] == "tool_result" for later in messages[i + 1:] for b in later["content"])
-            pending = i == last_assistant and ends_here  # the newest calls may be pending
-            if calls - answered and not pending:
+            if calls - answered:
                 bad(i, f"tool_use {sorted(calls - answered)} without a tool_result in the next message")
     return problems
 
@@ -262,7 +260,8 @@ def test_the_openai_checker_refuses_what_openai_refuses():
     answer = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
     user = {"role": "user", "content": "hi"}
     assert openai_problems([user, assistant, answer, {"role": "assistant", "content": "done"}]) == []
-    assert openai_problems([user, assistant]) == []  # pending, newest
+    assert openai_problems([user, assistant])  # a call awaiting its result, even in the newest message
+    assert openai_problems([])
     assert openai_problems([user, assistant, user])
     assert openai_problems([user, answer])
     assert openai_problems([user, assistant, answer, answer])
@@ -290,7 +289,8 @@ def test_the_anthropic_checker_refuses_what_anthropic_refuses():
     result = {"type": "tool_result", "tool_use_id": "c1", "content": "ok"}
     assert anthropic_problems({"system": "s", "messages": [msg("user", text()), msg("assistant", use),
                                                            msg("user", result, text())]}) == []
-    assert anthropic_problems({"messages": [msg("user", text()), msg("assistant", use)]}) == []  # pending
+    assert anthropic_problems({"messages": [msg("user", text()), msg("assistant", use)]})  # awaiting its result
+    assert anthropic_problems({"system": "s", "messages": []})
     assert anthropic_problems({"messages": [msg("assistant", text())]})
     assert anthropic_problems({"messages": [msg("user", text()), msg("user", text())]})
     assert anthropic_problems({"messages": [msg("user", text(" "))]})
@@ -389,14 +389,24 @@ def batches(draw, calls_so_far: list[str]):
     return batch
 
 
-def rendered(model_input) -> tuple[list, dict]:
-    return render_model_input(model_input, "openai"), render_model_input(model_input, "anthropic")
+def has_images(model_input) -> bool:
+    return any(isinstance(e.content, list) and any(p["type"] == "image" for p in e.content)
+               for e in model_input.entries)
 
 
 def assert_provider_valid(model_input, what: str):
-    openai, anthropic = rendered(model_input)
-    assert openai_problems(openai) == [], (what, openai)
-    assert anthropic_problems(anthropic) == [], (what, anthropic)
+    """Each provider format is a request its provider takes, or is refused as nothing to send when it
+    would have no message; the token total is a recount of the `openai` rendering."""
+    for fmt, problems in (("openai", openai_problems), ("anthropic", anthropic_problems)):
+        payload = render_model_input(model_input, fmt)
+        try:
+            check_something_to_send(model_input, fmt)
+        except NothingToSend:
+            assert not (payload["messages"] if fmt == "anthropic" else payload), (what, payload)
+            continue
+        assert problems(payload) == [], (what, fmt, payload)
+        if fmt == "openai" and not has_images(model_input):
+            assert count_openai_messages(payload)[0] == model_input.tokens, (what, payload)
 
 
 @SESSIONS

@@ -5,7 +5,7 @@ import pytest
 from sessions import tokens
 from sessions.checks import check_token_encoding
 from sessions.model_input import build_model_input
-from sessions.models import Message, Session
+from sessions.models import Checkpoint, Message, Session
 from sessions.session_store import update_session
 from tests.counting import REPLY_PRIMING, message_tokens, text_tokens
 
@@ -25,6 +25,17 @@ def test_a_name_costs_its_tokens_plus_one():
     name = "customer_support_bot"
     without = tokens.count_message("user", TEXT).total
     assert tokens.count_message("user", TEXT, name=name).total == without + text_tokens(name) + 1
+
+
+def test_a_name_counts_as_the_openai_format_sends_it():
+    without = tokens.count_message("user", TEXT).total
+    sent = "Bob_Smith-O_Neil"  # what the openai format makes of "Bob Smith-O'Neil"
+    assert tokens.count_message("user", TEXT, name="Bob Smith-O'Neil").total == without + text_tokens(sent) + 1
+    assert text_tokens(sent) != text_tokens("Bob Smith-O'Neil")
+
+
+def test_a_tool_messages_name_costs_nothing_since_no_provider_format_sends_it():
+    assert tokens.count_message("tool", "24°C", name="get_weather").total == tokens.count_message("tool", "24°C").total
 
 
 def test_text_parts_count_like_text():
@@ -132,7 +143,7 @@ def test_the_stored_token_figures_are_the_counts(append):
     assert assistant.tokens == message_tokens("assistant", "Checking.", tool_calls=[call])
     assert assistant.tool_call_tokens == [text_tokens("lookup") + text_tokens('{"q": "tides"}')]
     assert assistant.reasoning_tokens == text_tokens("use the tool")
-    assert tool.tokens == message_tokens("tool", "high tide 14:02", name="lookup")
+    assert tool.tokens == message_tokens("tool", "high tide 14:02")  # its name is not sent
     assert Session.objects.get(key="s1").raw_tokens == user.tokens + assistant.tokens + tool.tokens
 
 
@@ -162,3 +173,45 @@ def test_an_unknown_encoding_is_a_system_check_error(fresh_encoding_cache):
 def test_the_default_encoding_passes_the_system_check(fresh_encoding_cache):
     assert fresh_encoding_cache.CTXWEB_TOKEN_ENCODING == "cl100k_base"
     assert check_token_encoding(None) == []
+
+
+def test_the_migration_recounts_the_names_of_messages_stored_before(project, append):
+    """Migration 0006: messages stored when names were counted as given get the figures a new append
+    gives them, and so do their sessions' raw_tokens and input_tokens (hidden and covered messages
+    count in the raw log only)."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from sessions.model_input import refresh_input_tokens
+
+    migration = import_module("sessions.migrations.0006_message_name_tokens")
+    call = {"id": "call_1", "name": "lookup", "arguments": "{}"}
+    append("s1", [
+        {"role": "user", "content": "covered", "name": "Bob Smith"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": TEXT, "name": "Bob Smith"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "found", "name": "lookup"},
+        {"role": "user", "content": "hidden", "name": "Ann", "include_in_messages": False},
+    ])
+    session = Session.objects.get(key="s1")
+    Checkpoint.objects.create(session=session, summary="s", first_seq=1, last_seq=2, created_at_seq=6,
+                              summary_tokens=10, summarizer="test")
+    refresh_input_tokens(session)
+    now = {m.seq: m.tokens for m in Message.objects.filter(session=session)}
+    figures = (session.raw_tokens, session.input_tokens)
+    for message in Message.objects.filter(session=session).exclude(name=""):  # as counted before
+        before, after = migration.name_tokens(message.role, message.name, text_tokens)
+        Message.objects.filter(pk=message.pk).update(tokens=message.tokens + before - after)
+    Session.objects.filter(pk=session.pk).update(raw_tokens=sum(Message.objects.filter(session=session)
+                                                                .values_list("tokens", flat=True)))
+    stale = {m.seq: m.tokens for m in Message.objects.filter(session=session)}
+    assert stale[5] == now[5] + text_tokens("lookup") + 1 and stale[3] != now[3]
+    Session.objects.filter(pk=session.pk).update(input_tokens=figures[1] + stale[3] - now[3] + stale[5] - now[5])
+
+    migration.recount_names(apps, None)
+
+    assert {m.seq: m.tokens for m in Message.objects.filter(session=session)} == now
+    session.refresh_from_db()
+    assert (session.raw_tokens, session.input_tokens) == figures

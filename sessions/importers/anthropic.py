@@ -71,8 +71,6 @@ def content_parts(blocks, attributes: dict) -> list[dict]:
 
 def tool_result_message(block: dict, message_id: str | None, attributes: dict) -> dict:
     attributes = dict(attributes)
-    if block.get("is_error"):
-        attributes["is_error"] = True
     content = block.get("content")
     if isinstance(content, list):
         content = content_parts(content, attributes)
@@ -83,6 +81,8 @@ def tool_result_message(block: dict, message_id: str | None, attributes: dict) -
     elif not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
     message = {"id": message_id, "role": "tool", "tool_call_id": block.get("tool_use_id"), "content": content}
+    if block.get("is_error"):
+        message["is_error"] = True
     if attributes:
         message["attributes"] = attributes
     return message

@@ -166,13 +166,19 @@ def test_as_of_before_a_checkpoint_was_made_does_not_use_it(api, weather):
     assert [e["kind"] for e in after["messages"]] == ["instructions", "summary", "message"]
 
 
+# A question, an assistant message calling for two cities, and the result for one of them.
+TWO_CALLS_ONE_RESULT = [
+    {"role": "user", "content": "Check both cities."},
+    {"role": "assistant", "content": "Checking.", "tool_calls": [
+        {"id": "c_lis", "name": "get_weather", "arguments": "{}"},
+        {"id": "c_opo", "name": "get_weather", "arguments": "{}"}]},
+    {"role": "tool", "tool_call_id": "c_lis", "content": "sunny"},
+]
+
+
 def test_what_is_left_out_to_stay_valid_is_listed_in_omitted(api):
     api.post("/sessions/gaps/messages", {"messages": [
-        {"role": "user", "content": "Check both cities."},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"id": "c_lis", "name": "get_weather", "arguments": "{}"},
-            {"id": "c_opo", "name": "get_weather", "arguments": "{}"}]},
-        {"role": "tool", "tool_call_id": "c_lis", "content": "sunny"},
+        *TWO_CALLS_ONE_RESULT,
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c_far", "name": "get_weather", "arguments": "{}"}]},
         {"role": "tool", "tool_call_id": "c_far", "content": "rain"},
         {"role": "user", "content": "Thanks."},
@@ -223,3 +229,47 @@ def test_it_rejects_a_request_without_a_valid_key_with_401(api, weather, bad_cre
     body = assert_error(api.get("/sessions/weather/model-input", **kwargs), 401, code)
 
     assert "messages" not in body
+
+
+# --- what a provider takes -------------------------------------------------------------------------
+
+
+def test_calls_awaiting_their_results_are_left_out_and_listed_as_pending(api):
+    api.post("/sessions/waiting/messages", {"messages": TWO_CALLS_ONE_RESULT})
+    pending = [{"seq": 2, "request_index": None, "id": "c_opo", "name": "get_weather", "arguments": "{}"}]
+    omitted = [{"seq": 2, "reason": "awaiting_tool_result", "tool_call_id": "c_opo", "request_index": None,
+                "whole_message": False}]
+
+    openai = api.get("/sessions/waiting/model-input", query={"format": "openai"}).json()
+    anthropic = api.get("/sessions/waiting/model-input", query={"format": "anthropic"}).json()
+    ctxweb = api.get("/sessions/waiting/model-input").json()
+
+    assert [c["id"] for c in openai["messages"][1]["tool_calls"]] == ["c_lis"]
+    assert openai_input_problems(openai["messages"]) == []
+    assert [b.get("id") for b in anthropic["messages"][1]["content"]] == [None, "c_lis"]
+    assert [c["id"] for c in ctxweb["messages"][1]["pending_tool_calls"]] == ["c_opo"]
+    for body in (openai, anthropic, ctxweb):
+        assert (body["pending_tool_calls"], body["omitted"]) == (pending, omitted)
+        assert body["tokens"] == openai["tokens"]
+    assert api.post("/tokens", {"messages": openai["messages"]}).json()["total"] == openai["tokens"]["total"]
+    assert api.get("/sessions/waiting").json()["model_input_tokens"] == openai["tokens"]["total"]
+
+
+def test_a_session_of_only_instructions_has_nothing_to_send_to_anthropic(api):
+    api.put("/sessions/bare", {"instructions": INSTRUCTIONS})
+
+    body = assert_error(api.get("/sessions/bare/model-input", query={"format": "anthropic"}), 409, "nothing_to_send")
+
+    assert body["detail"] == ("Nothing to send: the model input holds no message besides the instructions, and "
+                              "Anthropic Messages needs at least one. Append a user message first.")
+    openai = api.get("/sessions/bare/model-input", query={"format": "openai"})
+    assert openai.json()["messages"] == [{"role": "system", "content": INSTRUCTIONS}]  # OpenAI takes it
+    assert api.get("/sessions/bare/model-input").status_code == 200
+
+
+def test_an_empty_session_has_nothing_to_send_to_either_provider(api):
+    api.put("/sessions/empty", {"title": "nothing yet"})
+
+    for fmt in ("openai", "anthropic"):
+        assert_error(api.get("/sessions/empty/model-input", query={"format": fmt}), 409, "nothing_to_send")
+    assert api.get("/sessions/empty/model-input").json()["messages"] == []

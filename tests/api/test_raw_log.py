@@ -6,7 +6,7 @@ from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
 
-FIELDS = {"seq", "id", "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "attributes",
+FIELDS = {"seq", "id", "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "is_error", "attributes",
           "include_in_messages", "created_at", "tokens", "reasoning_tokens"}
 
 

@@ -271,3 +271,36 @@ def test_another_projects_key_builds_from_its_own_session_only(other_api, conver
     assert response.status_code == 200
     assert response.json()["model_input"]["messages"] == [{"role": "user", "content": "Hi"}]
     assert session_state(project, "chat") == state
+
+
+def test_a_request_with_nothing_to_send_to_anthropic_is_refused_and_stores_nothing(api, project):
+    api.put("/sessions/bare", {"instructions": "Be brief."})
+    before, state = stored(), session_state(project, "bare")
+
+    body = assert_error(build(api, {"instructions": "Be very brief.", "format": "anthropic"}, key="bare"),
+                        409, "nothing_to_send")
+
+    assert "Append a user message first" in body["detail"]
+    assert stored() == before
+    assert session_state(project, "bare") == state
+    assert_error(build(api, {"instructions": "Be brief.", "format": "anthropic"}, key="new"), 409, "nothing_to_send")
+    assert stored() == before  # no session made either
+
+
+def test_a_request_with_only_instructions_is_sent_to_openai(api):
+    response = build(api, {"instructions": "Be brief."}, key="bare")
+
+    assert response.json()["model_input"]["messages"] == [{"role": "system", "content": "Be brief."}]
+
+
+def test_calls_of_the_requests_own_messages_awaiting_results_are_pending(api, conversation):
+    call = {"id": "call_2", "name": "get_weather", "arguments": '{"city": "Porto"}'}
+    response = build(api, {"messages": [
+        {"role": "assistant", "content": None, "tool_calls": [call], "persist": False}]})
+
+    model_input = response.json()["model_input"]
+    assert model_input["pending_tool_calls"] == [{"seq": None, "request_index": 0, **call}]
+    assert model_input["omitted"] == [{"seq": None, "reason": "awaiting_tool_result", "tool_call_id": "call_2",
+                                       "request_index": 0, "whole_message": True}]
+    assert model_input["messages"][-1] == {"role": "user", "content": "And in Porto?"}
+    assert api.post("/tokens", {"messages": model_input["messages"]}).json()["total"] == model_input["tokens"]["total"]

@@ -123,6 +123,21 @@ def test_model_input_in_each_format_and_as_of(client):
     assert earlier.as_of == 1 and [m["role"] for m in earlier.messages] == ["system", "user"]
 
 
+def test_a_failed_tool_result_and_calls_awaiting_results_reach_the_client(client):
+    client.append("gate", [
+        {"role": "user", "content": "Gate 12 and the lounge?"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c_map", "gate_map"), call("c_lounge", "lounge")]},
+        {"role": "tool", "tool_call_id": "c_map", "content": "map service unavailable", "is_error": True},
+    ])
+
+    messages = list(client.raw_log("gate"))
+    model_input = client.model_input("gate", format="anthropic")
+
+    assert [m.is_error for m in messages] == [False, False, True]
+    assert [c["id"] for c in model_input.pending_tool_calls] == ["c_lounge"]
+    assert model_input.messages[-1]["content"][0]["is_error"] is True
+
+
 def test_compact_checkpoints_and_events(client):
     client.put_session("long", compaction={"max_tokens": 300, "keep_recent_tokens": 150, "auto": False})
     messages = []

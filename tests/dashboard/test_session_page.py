@@ -466,3 +466,57 @@ def test_input_fragment_windows_issue_the_same_number_of_queries_for_both_sizes(
     small, _ = count_queries(viewer_client, session_url(small_session, "input/"))
     big, _ = count_queries(viewer_client, session_url(big_session, "input/"))
     assert small == big, f"50 messages: {small} queries, 3000 messages: {big}"
+
+
+def tool_session(project, key, messages) -> str:
+    """The page of a new session of `messages`."""
+    append_messages(project, key, messages, "test")
+    return session_url(Session.objects.get(project=project, key=key))
+
+
+def test_a_failed_tool_result_has_an_error_badge(viewer_client, project):
+    url = tool_session(project, "failed", [
+        {"role": "user", "content": "Where is gate 12?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "name": "gate_map", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "map service unavailable", "is_error": True},
+        {"role": "assistant", "content": "The map is down."},
+    ])
+    doc = parse(viewer_client.get(url))
+
+    assert message(doc, 3).one("header").one(cls="is-error").text() == "error"
+    assert all(message(doc, seq).one("header").find(cls="is-error") is None for seq in (1, 2, 4))
+    assert input_column(doc).one("article", **{"data-seq": "3"}).one(cls="is-error").text() == "error"
+
+
+def test_calls_awaiting_their_results_are_shown_as_pending_and_not_in_the_input(viewer_client, project):
+    url = tool_session(project, "waiting", [
+        {"role": "user", "content": "Weather in Lisbon and Porto?"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c_lis", "name": "get_weather", "arguments": "{}"}, {"id": "c_opo", "name": "get_weather",
+                                                                        "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c_lis", "content": "sunny"},
+    ])
+    doc = parse(viewer_client.get(url))
+
+    calls = {c.get("data-call-id"): c for c in message(doc, 2).find_all(cls="tool-call")}
+    assert "pending" in calls["c_opo"].classes and "pending" not in calls["c_lis"].classes
+    assert "call pending" in message(doc, 2).one("header").text()
+    entry = input_column(doc).one("article", **{"data-seq": "2"})
+    assert [c.text() for c in entry.find_all(cls="tool-name")] == ["get_weather"]
+    assert "c_opo" in entry.one("p", cls="pending").text()
+
+    append_messages(project, "waiting", [{"role": "user", "content": "Only Lisbon, then."}], "test")
+    doc = parse(viewer_client.get(url))
+    assert "dropped" in {c.get("data-call-id"): c for c in message(doc, 2).find_all(cls="tool-call")}["c_opo"].classes
+
+
+def test_an_assistant_message_of_only_pending_calls_says_it_awaits_their_results(viewer_client, project):
+    url = tool_session(project, "asked", [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": "{}"}]},
+    ])
+    article = message(parse(viewer_client.get(url)), 2)
+
+    assert "code-awaiting_tool_result" in article.classes
+    assert "awaiting tool result" in article.one("header").text()
+    assert "c1" in explain(article).text()

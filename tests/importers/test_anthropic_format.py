@@ -1,5 +1,6 @@
 """Anthropic Messages transcripts: every block type maps to ctxweb's messages, and the model input in
-the anthropic format gives back what was imported (less thinking, which is never sent back)."""
+the anthropic format gives back what was imported (less thinking, which is never sent back), a failed
+tool result's is_error included."""
 
 import copy
 import json
@@ -52,7 +53,7 @@ SAMPLE = {
 
 
 def model_visible(messages: list[dict]) -> list[dict]:
-    """The sample as a provider receives it back: text as blocks, no thinking, no is_error flag."""
+    """The sample as a provider receives it back: text as blocks, no thinking."""
     out = []
     for message in copy.deepcopy(messages):
         content = message["content"]
@@ -62,7 +63,6 @@ def model_visible(messages: list[dict]) -> list[dict]:
         for block in content:
             if block["type"] == "thinking":
                 continue
-            block.pop("is_error", None)
             blocks.append(block)
         out.append({"role": message["role"], "content": blocks})
     return out
@@ -109,7 +109,8 @@ def test_each_block_type_maps_to_ctxweb_fields(imported):
     assert json.loads(calls.tool_calls[0]["arguments"]) == {"city": "Lisbon", "days": [1, 2]}
     # One tool message per result, then the user's own text as a user message.
     assert (weather.role, weather.tool_call_id, weather.content) == ("tool", "toolu_2", [{"type": "text", "text": "24°C, sunny"}])
-    assert (gate_map.role, gate_map.tool_call_id, gate_map.attributes) == ("tool", "toolu_3", {"is_error": True})
+    assert (gate_map.role, gate_map.tool_call_id, gate_map.is_error, gate_map.attributes) == ("tool", "toolu_3", True, {})
+    assert not status.is_error and not weather.is_error
     assert (thanks.role, thanks.content) == ("user", "Thanks. And the map?")
     assert final.content == SAMPLE["messages"][-1]["content"]
     assert [m.client_id for m in (system, board, weather, gate_map, thanks)] == [
