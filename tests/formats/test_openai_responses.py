@@ -89,7 +89,8 @@ def test_each_kind_of_entry_becomes_its_responses_item(project):
             {"type": "input_image", "image_url": PNG}]},
         {"type": "message", "role": "assistant", "content": "TP1351 is on time.\nTP1352 is delayed."},
         {"type": "message", "role": "user", "content": "(the user went quiet; the agent checks again)"},
-        {"type": "function_call", "call_id": "call_3", "name": "flight_status", "arguments": '{"flight": "TP1352"}'},
+        # call_3 still awaits its result: the Responses API refuses a function_call without its output,
+        # so it is left out until the result is appended (omitted: awaiting_tool_result).
     ]
     assert responses_input_problems(items) == []
 

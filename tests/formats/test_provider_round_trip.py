@@ -29,6 +29,9 @@ def append_back(project, key: str, fmt: str, model_input) -> Session:
         messages, system = model_input["messages"], model_input.get("system")
     elif fmt == "ctxweb":
         entries = [{k: v for k, v in e.items() if k not in PLACEMENT and k != "tokens"} for e in model_input]
+        for entry in entries:  # calls awaiting their results are the model's calls all the same
+            if entry.get("pending_tool_calls"):
+                entry["tool_calls"] = entry.get("tool_calls", []) + entry.pop("pending_tool_calls")
         instructions = [e for e, raw in zip(entries, model_input, strict=True) if raw["kind"] == "instructions"]
         if instructions:
             update_session(project, key, {"instructions": instructions[0]["content"]})
