@@ -250,3 +250,18 @@ def test_the_database_in_use_has_its_full_text_index(db):
             cursor.execute("SELECT attname FROM pg_attribute WHERE attrelid = 'ctx_sessions_message'::regclass"
                            " AND attname = 'search_vector' AND attgenerated = 's'")
         assert cursor.fetchone() is not None
+
+
+def test_search_finds_a_message_stored_after_every_migration(db):
+    """Each migration that makes SQLite rebuild the message table drops its triggers; the full-text
+    index must still follow new messages once every migration has run (the test database is migrated)."""
+    from sessions.append import append_messages
+    from sessions.models import Project
+    from sessions.search import SearchFilters, search_messages
+
+    project = Project.objects.get_or_create(name="search-after-migrations")[0]
+    append_messages(project, "after", [{"role": "user", "content": "a quokka in zanzibar"}])
+
+    hits = search_messages("quokka zanzibar", SearchFilters(project_ids=[project.pk]))
+
+    assert [h.message.text for h in hits] == ["a quokka in zanzibar"]
