@@ -137,7 +137,11 @@ def current_turn(layout) -> CurrentTurn | None:
     if figures["first_seq"] is None:
         return None
     tokens = figures["tokens"]
+    # Calls the input leaves out: without a result (dropped), or still awaiting theirs (pending).
     dropped = {seq: ids for seq, ids in layout.dropped.items() if seq >= start and seq not in left_out}
+    for seq, ids in layout.pending.items():
+        if seq >= start and seq not in left_out:
+            dropped[seq] = dropped.get(seq, []) + ids
     if dropped:
         for seq, call_ids, call_tokens in visible.filter(seq__in=dropped).values_list("seq", "call_ids", "tool_call_tokens"):
             tokens -= sum(t for cid, t in zip(call_ids, call_tokens, strict=False) if cid in dropped[seq])

@@ -605,11 +605,11 @@ def test_the_current_turn_from_stored_figures_equals_the_laid_out_one(project, a
         tool(40, "c2", "found"),  # c3 is never answered: dropped from a message that stays
         tool(30, "c1", "a late result of c1: an orphan here"),
         agent(30, "a continuation"),
-        assistant(70, "One more.", tool_calls=[call("c4", "lookup")]),  # the newest: pending, kept
+        assistant(70, "One more.", tool_calls=[call("c4", "lookup")]),  # the newest: its call awaits its result
     ]).session
     session = fresh(session)
     mi = model_input(session)
-    assert {o.reason for o in mi.omitted} == {"dropped_tool_call", "orphan_tool_result"}
+    assert {o.reason for o in mi.omitted} == {"dropped_tool_call", "orphan_tool_result", "awaiting_tool_result"}
 
     from_layout = current_turn(layout_model_input(session))
     from_figures = current_turn(stored_layout(session))
