@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "ninja",
+    "django_tasks",
+    "django_tasks_db",
     "sessions.apps.SessionsConfig",
 ]
 
@@ -120,6 +122,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Background work (compaction runs, imports) goes through Django's tasks framework (the django-tasks
+# backport). The default backend keeps the queue in the database, so nothing but the database is
+# needed; `python manage.py db_worker` runs the tasks (README, "Background worker").
+CTXWEB_TASKS_BACKEND = env_str("CTXWEB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend")
+TASKS = {"default": {"BACKEND": CTXWEB_TASKS_BACKEND}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
