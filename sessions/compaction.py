@@ -375,7 +375,9 @@ def compact(
             return Outcome("skipped", plan, reason=skip, events=[started, event])
         covered = list(
             visible_messages(session, plan.first_seq - 1, as_of=plan.last_seq)
-            .only("seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
+            # session_id too: the related manager sets each row's session from it, and a deferred
+            # session_id would be fetched row by row.
+            .only("session_id", "seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
             .order_by("seq")
         )
         wanted = set(plan.covered_seqs)
