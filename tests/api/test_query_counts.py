@@ -96,3 +96,19 @@ def test_one_session_costs_the_same_queries_for_any_session_size(warm, size, dja
 
     with django_assert_num_queries(AUTH + 1):
         assert warm.get("/sessions/talk").json()["message_count"] == size
+
+
+def test_a_compaction_costs_the_same_queries_however_many_messages_it_covers(warm, append):
+    """The plan reads stored figures and the covered messages are read in one query: no query per
+    covered message (a deferred field read row by row once cost one query each)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {}
+    for size in (40, 400):
+        fill(append, f"compact-{size}", size)
+        with CaptureQueriesContext(connection) as queries:
+            response = warm.post(f"/sessions/compact-{size}/compact", {"force": True, "keep_recent_tokens": 1})
+        assert response.json()["status"] == "completed", response.json()
+        counts[size] = len(queries)
+    assert counts[40] == counts[400], counts
