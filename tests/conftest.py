@@ -1,4 +1,7 @@
+from contextlib import contextmanager
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from sessions.append import append_messages
@@ -40,6 +43,19 @@ def append(project):
         return append_messages(project, key, messages, actor)
 
     return _append
+
+
+@contextmanager
+def seeded_for_module(django_db_blocker):
+    """Data stored once for a test module and committed, so that each test (in a transaction rolled
+    back after it, the `db` fixture) starts from it; every table is emptied after the module, as
+    pytest-django does after a transactional test. For data that costs seconds to build and that the
+    module's tests only read or change inside their own transaction."""
+    with django_db_blocker.unblock():
+        try:
+            yield
+        finally:
+            call_command("flush", interactive=False, verbosity=0)
 
 
 def on_postgresql() -> bool:

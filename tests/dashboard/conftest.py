@@ -45,19 +45,20 @@ def words(n: int, word: str = "detail") -> str:
 # --- people ------------------------------------------------------------------------------------
 
 
+def create_user(username, *, project=None, role=None, superuser=False):
+    User = get_user_model()
+    if superuser:
+        user = User.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
+    else:
+        user = User.objects.create_user(username, f"{username}@example.com", PASSWORD)
+    if project is not None:
+        Membership.objects.create(user=user, project=project, role=role)
+    return user
+
+
 @pytest.fixture
 def make_user(db):
-    def _make(username, *, project=None, role=None, superuser=False):
-        User = get_user_model()
-        if superuser:
-            user = User.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
-        else:
-            user = User.objects.create_user(username, f"{username}@example.com", PASSWORD)
-        if project is not None:
-            Membership.objects.create(user=user, project=project, role=role)
-        return user
-
-    return _make
+    return create_user
 
 
 @pytest.fixture
@@ -211,10 +212,14 @@ def story(project) -> Story:
     return build_story(project)
 
 
-@pytest.fixture
-def other_session(other_project):
+def build_other_session(other_project) -> Session:
     append_messages(other_project, "other-chat", [
         {"role": "user", "content": "A question in the other project about the checked bag."},
         {"role": "assistant", "content": "An answer in the other project."},
     ], "test")
     return Session.objects.get(project=other_project, key="other-chat")
+
+
+@pytest.fixture
+def other_session(other_project):
+    return build_other_session(other_project)

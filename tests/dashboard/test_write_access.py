@@ -27,8 +27,9 @@ from sessions.api_keys import create_api_key
 from sessions.models import AuthFailure, Membership, Project
 from sessions.next_request import build_request
 from sessions.notes import add_note
+from tests.conftest import seeded_for_module
 
-from .conftest import make_client
+from .conftest import build_other_session, build_story, create_user, make_client
 
 VIEWER, EDITOR, ADMIN = Membership.Role.VIEWER, Membership.Role.EDITOR, Membership.Role.ADMIN
 ROLES = [VIEWER, EDITOR, ADMIN]
@@ -70,9 +71,18 @@ class World:
         return make_client(user, **defaults)
 
 
+@pytest.fixture(scope="module")
+def seeded_world(django_db_setup, django_db_blocker) -> World:
+    """Built once for the module: every test reads it, or changes it inside its own transaction."""
+    with seeded_for_module(django_db_blocker):
+        project = Project.objects.get_or_create(name="default")[0]
+        other_project = Project.objects.get_or_create(name="other")[0]
+        yield World(build_story(project), project, other_project, build_other_session(other_project), create_user)
+
+
 @pytest.fixture
-def world(story, project, other_project, other_session, make_user) -> World:
-    return World(story, project, other_project, other_session, make_user)
+def world(db, seeded_world) -> World:
+    return seeded_world
 
 
 def snapshot() -> dict:
@@ -182,18 +192,21 @@ class Route:
 def all_routes() -> list[Route]:
     routes = []
 
-    def walk(patterns, namespace, prefix):
+    def names(pattern) -> tuple[str, ...]:
+        converters = getattr(pattern.pattern, "converters", None)
+        return tuple(converters) if converters is not None else tuple(pattern.pattern.regex.groupindex)
+
+    def walk(patterns, namespace, prefix, prefix_params):
         for pattern in patterns:
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, pattern.namespace or namespace, prefix + str(pattern.pattern))
+            if isinstance(pattern, URLResolver):  # an include(): its own parameters come first
+                walk(pattern.url_patterns, pattern.namespace or namespace, prefix + str(pattern.pattern),
+                     prefix_params + names(pattern))
                 continue
             route = prefix + str(pattern.pattern)
-            converters = getattr(pattern.pattern, "converters", None)
-            params = tuple(converters) if converters is not None else tuple(pattern.pattern.regex.groupindex)
             key = f"{namespace}:{pattern.name}" if namespace and pattern.name else pattern.name or route
-            routes.append(Route(key, namespace, route, params))
+            routes.append(Route(key, namespace, route, prefix_params + names(pattern)))
 
-    walk(get_resolver().url_patterns, None, "")
+    walk(get_resolver().url_patterns, None, "", ())
     return routes
 
 
