@@ -1,19 +1,16 @@
 """Provider-native messages: a model input fetched in a format and appended back in that format gives
 the same model input, on every real transcript in tests/data (imported by the real importers)."""
 
-from pathlib import Path
-
 import pytest
 
 from sessions.append import append_messages
 from sessions.formats import render_model_input
-from sessions.importers import import_file
 from sessions.model_input import build_model_input
 from sessions.models import Session
 from sessions.session_store import update_session
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
-FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl"))
+from .conftest import FILES
+
 BATCH = 500
 # What the ctxweb format adds to each entry about where it sits; the rest is what the model gets.
 PLACEMENT = ("kind", "seq", "id", "checkpoint_id", "dropped_tool_calls")
@@ -53,8 +50,8 @@ def comparable(fmt: str, model_input):
 
 @pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic", "openai-responses"])
 @pytest.mark.parametrize("path", FILES, ids=[p.name[:40] for p in FILES])
-def test_a_model_input_appended_back_in_its_format_gives_the_same_model_input(project, path, fmt):
-    report = import_file(project, path)
+def test_a_model_input_appended_back_in_its_format_gives_the_same_model_input(db, imported_files, path, fmt):
+    project, report = imported_files[path]
     assert report.error is None and report.keys
     for n, key in enumerate(report.keys):
         session = Session.objects.get(project=project, key=key)
