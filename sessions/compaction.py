@@ -392,7 +392,9 @@ def _read_covered(session: Session, plan: Plan) -> list[Message]:
     wanted = set(plan.covered_seqs)
     rows = (
         visible_messages(session, plan.first_seq - 1, as_of=plan.last_seq)
-        .only("seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
+        # session_id too: the related manager sets each message's session from it, which would
+        # otherwise cost one query per message.
+        .only("session_id", "seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
         .iterator(chunk_size=COVERED_CHUNK)
     )
     return [message for message in rows if message.seq in wanted]
