@@ -2,6 +2,7 @@
 _BYTES, oldest whole turns first; a backlog is worked off by successive runs, each its own checkpoint
 and events, and a run reads the content of the messages it covers only."""
 
+import json
 from io import StringIO
 from itertools import pairwise
 
@@ -10,13 +11,16 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from sessions.append import append_messages
 from sessions.checks import check_compaction_defaults
 from sessions.compaction import RunBudget, compact, plan_compaction, resolve_settings, work_off_backlog
+from sessions.formats import to_openai
 from sessions.model_input import build_model_input
 from sessions.models import Checkpoint, Message, Session
 from sessions.session_store import update_session
 from sessions.summarizers import SUMMARIZERS, SummarizerError
-from tests.builders import assistant, compaction_events, event_types, user
+from tests.builders import assistant, compaction_events, event_types, openai_input_problems, raw_log, user
+from tests.transcripts import openai_conversations, to_ctxweb
 
 pytestmark = pytest.mark.django_db
 
@@ -276,3 +280,35 @@ def test_the_compact_command_works_off_a_backlog_and_prints_each_run(project, ap
     assert "budget_reached: True" in text
     assert fresh(session).input_tokens <= 1000
     assert Checkpoint.objects.filter(session=session).count() == text.count(": completed") > 1
+
+
+# --- a real transcript --------------------------------------------------------------------------
+
+TAU = max((c for c in openai_conversations() if c[0].startswith("tau-bench")), key=lambda c: len(json.dumps(c[1])))
+
+
+def test_a_real_transcript_is_worked_off_in_whole_turns_and_its_model_input_stays_valid(project, settings):
+    settings.CTXWEB_SUMMARIZER = "extractive"
+    settings.CTXWEB_SUMMARY_MAX_TOKENS = 2000
+    settings.CTXWEB_COMPACTION_RUN_MAX_TOKENS = 400
+    label, messages = TAU
+    update_session(project, "tau", {"compaction": {"max_tokens": 600, "keep_recent_tokens": 100, "auto": False}})
+    session = append_messages(project, "tau", [to_ctxweb(m) for m in messages]).session
+    stored = raw_log(session)
+
+    outcomes = work_off_backlog(fresh(session))
+
+    assert len(outcomes) > 1, label
+    assert [o.status for o in outcomes] == ["completed"] * len(outcomes), [(o.status, o.reason) for o in outcomes]
+    visible = Message.objects.filter(session=session, include_in_messages=True).exclude(role="system")
+    for outcome in outcomes:
+        checkpoint = outcome.checkpoint
+        covered_users = visible.filter(seq__range=(checkpoint.first_seq, checkpoint.last_seq), role="user").count()
+        assert outcome.plan.covered_tokens <= 400 or covered_users <= 1, "over the budget only for one turn"
+        after = visible.filter(seq__gt=checkpoint.last_seq).order_by("seq").first()
+        assert after is None or after.role == "user", "a turn is never split"
+    assert openai_input_problems(to_openai(build_model_input(fresh(session)))) == []
+    assert raw_log(session) == stored
+    # What is left over max_tokens is the current turn, which no run may cover.
+    left = plan_compaction(fresh(session), resolve_settings(fresh(session)), budget=RunBudget.from_settings())
+    assert left.last_seq is None
