@@ -3,6 +3,7 @@ _BYTES, oldest whole turns first; a backlog is worked off by successive runs, ea
 and events, and a run reads the content of the messages it covers only."""
 
 import json
+import tracemalloc
 from io import StringIO
 from itertools import pairwise
 
@@ -194,6 +195,29 @@ def test_a_run_reads_the_content_of_the_messages_it_covers_only(
 
     assert (outcome.checkpoint.first_seq, outcome.checkpoint.last_seq) == (1, 6)
     assert seqs == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_runs_memory_is_bounded_by_its_budget_not_by_the_session(project, append, summarizer, settings):
+    settings.CTXWEB_COMPACTION_RUN_MAX_BYTES = 200_000
+    update_session(project, "big", {"compaction": {"max_tokens": 1000, "keep_recent_tokens": 1, "auto": False}})
+    messages = []
+    for n in range(60):  # 60 turns of about 80 KB as stored (content and text, 20 KB a message each)
+        messages += [{"role": "user", "content": f"q{n} " + "lorem ipsum " * 1700},
+                     {"role": "assistant", "content": f"a{n} " + "dolor sit " * 2000}]
+    messages.append({"role": "user", "content": "And now?"})
+    for start in range(0, len(messages), 50):
+        session = append("big", messages[start:start + 50]).session
+
+    tracemalloc.start()
+    try:
+        outcome = compact(fresh(session))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert (outcome.checkpoint.first_seq, outcome.checkpoint.last_seq) == (1, 4)
+    assert outcome.plan.covered_bytes <= 200_000
+    assert peak < 1_000_000, f"a run over a 4.8 MB session peaked at {peak:,} bytes"
 
 
 # --- when the loop stops ------------------------------------------------------------------------
