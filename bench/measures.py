@@ -26,7 +26,7 @@ from django.utils import timezone
 from bench.client import Server, append_client, call
 from bench.report import Report, percentile, progress
 from sessions.api_keys import create_api_key
-from sessions.compaction import plan_compaction, resolve_settings
+from sessions.compaction import RunBudget, plan_compaction, resolve_settings
 from sessions.model_input import build_model_input, refresh_input_tokens, summary_message_tokens
 from sessions.models import Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
 from sessions.search import SearchFilters, search_messages
@@ -701,6 +701,23 @@ class Bench:
                            "after the checkpoint", "ms", samples)
         self.report.target(f"compaction plan over {after / 1e6:.1f}M stored tokens", statistics.median(samples), "<", 100,
                            " ms", "planning a compaction over 1,000,000 stored tokens takes under 100 ms")
+
+        # What a run plans: the same, cut to the run budget, whose bytes the database measures.
+        budget = RunBudget.from_settings()
+        budgeted = plan_compaction(session, compaction, budget=budget)
+        self.report.check("plan: a run covers at most its budget (the bench's turns are small)",
+                          0 < budgeted.covered_tokens <= budget.tokens and budgeted.covered_bytes <= budget.bytes,
+                          f"{budgeted.covered_tokens} tokens, {budgeted.covered_bytes} bytes")
+
+        def run_budgeted():
+            plan_compaction(session, resolve_settings(session), budget=RunBudget.from_settings())
+
+        samples = ms(timed(run_budgeted, self.sizes.reps, warmup=2))
+        self.report.figure(f"compaction plan within the run budget ({budget.tokens:,} tokens, {budget.bytes:,} bytes)",
+                           "ms", samples)
+        self.report.target(f"compaction plan within the run budget over {after / 1e6:.1f}M stored tokens",
+                           statistics.median(samples), "<", 100, " ms",
+                           "planning a compaction over 1,000,000 stored tokens takes under 100 ms")
 
     def measure_list(self) -> None:
         project = Project.objects.create(name="bench-list", title="benchmark: many sessions")

@@ -192,6 +192,7 @@ class Compaction:
     replaced_tokens: int | None = None
     summary_tokens: int | None = None
     still_over_threshold: bool | None = None
+    budget_reached: bool | None = None  # completed: the run stopped at its budget; another run has turns left to cover
     checkpoint: Checkpoint | None = None
     events: list[Event] = field(default_factory=list)
 

@@ -192,6 +192,12 @@ CTXWEB_SUMMARIZER_TIMEOUT = env_float("CTXWEB_SUMMARIZER_TIMEOUT", 120.0)
 # A compaction run still open after this many seconds was cut off (server killed mid-run); the next
 # compaction of its session closes it with COMPACTION_FAILED.
 CTXWEB_COMPACTION_ABANDONED_AFTER = env_float("CTXWEB_COMPACTION_ABANDONED_AFTER", CTXWEB_SUMMARIZER_TIMEOUT + 60)
+# What one compaction run may summarize: the covered messages' tokens (as the model input counts them)
+# and their stored size in bytes (content, text and tool calls, what the run reads). A backlog over it
+# is worked off by successive runs, oldest turns first. The defaults are above the default max_tokens,
+# so a session that just crossed its threshold is compacted in one run, as before.
+CTXWEB_COMPACTION_RUN_MAX_TOKENS = env_int("CTXWEB_COMPACTION_RUN_MAX_TOKENS", 200_000)
+CTXWEB_COMPACTION_RUN_MAX_BYTES = env_int("CTXWEB_COMPACTION_RUN_MAX_BYTES", 4 * 1024 * 1024)
 
 # The `openai` summarizer: any OpenAI-compatible Chat Completions endpoint.
 CTXWEB_OPENAI_BASE_URL = env_str("CTXWEB_OPENAI_BASE_URL", "https://api.openai.com/v1")

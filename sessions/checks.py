@@ -28,6 +28,8 @@ def _at_least(name: str, minimum: int, check_id: str, unit: str = "") -> list[Er
 @register()
 def check_compaction_defaults(app_configs, **kwargs):
     errors = _at_least("CTXWEB_MAX_TOKENS", 1, "ctxweb.E002") + _at_least("CTXWEB_KEEP_RECENT_TOKENS", 0, "ctxweb.E003")
+    errors += _at_least("CTXWEB_COMPACTION_RUN_MAX_TOKENS", 1, "ctxweb.E007")
+    errors += _at_least("CTXWEB_COMPACTION_RUN_MAX_BYTES", 1, "ctxweb.E008", " byte")
     if settings.CTXWEB_SUMMARIZER not in SUMMARIZERS:
         errors.append(Error(f"CTXWEB_SUMMARIZER must be one of {', '.join(SUMMARIZERS)}.", id="ctxweb.E004"))
     if settings.CTXWEB_SUMMARIZER_TIMEOUT <= 0:

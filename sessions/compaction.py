@@ -1,7 +1,9 @@
 """Compaction: replace older turns with one checkpoint summary.
 
-The plan (what to cover) is made under the session's row lock from stored token figures only; the
-summarizer runs outside any transaction, so appends are never blocked by it; the checkpoint is created
+The plan (what to cover) is made under the session's row lock from stored token figures only; a run
+covers at most a budget of tokens and bytes (RunBudget), oldest turns first, so a backlog is worked
+off by successive runs (work_off_backlog) and only what a run covers is ever read. The summarizer runs
+outside any transaction, so appends are never blocked by it; the checkpoint is created
 in a second short transaction, where the one-to-one link to the checkpoint it extends makes sure two
 runs from the same base cannot both succeed. Raw messages are never changed.
 """
@@ -12,7 +14,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Min, Q, Sum
+from django.db.models import Count, F, Func, IntegerField, Min, Q, Sum, TextField
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from .checkpoints import store_checkpoint
@@ -28,6 +31,36 @@ SUMMARY_MIN_TOKENS = 48
 TERMINAL = (EventType.COMPACTION_COMPLETED, EventType.COMPACTION_SKIPPED, EventType.COMPACTION_FAILED)
 AUTO = "auto"
 REQUEST = "request"
+COVERED_CHUNK = 500  # covered messages fetched per round trip while a run reads them
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """What one run may summarize: the covered messages' tokens (what they add to the model input) and
+    their stored size in bytes (content, text and tool calls: what the run reads into memory)."""
+
+    tokens: int
+    bytes: int
+
+    @classmethod
+    def from_settings(cls) -> "RunBudget":
+        return cls(settings.CTXWEB_COMPACTION_RUN_MAX_TOKENS, settings.CTXWEB_COMPACTION_RUN_MAX_BYTES)
+
+
+class StoredBytes(Func):
+    """A column's stored size in bytes, computed by the database (the content never leaves it)."""
+
+    function = "OCTET_LENGTH"
+    output_field = IntegerField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="LENGTH(CAST(%(expressions)s AS BLOB))", **extra)
+
+
+def message_bytes():
+    """What a covered message weighs when a run reads it: its content, text and tool calls as stored."""
+    content, text, calls = (Coalesce(StoredBytes(Cast(name, TextField())), 0) for name in ("content", "text", "tool_calls"))
+    return content + text + calls
 
 
 @dataclass
@@ -44,6 +77,8 @@ class Plan:
     covered_tokens: int = 0
     kept_tokens: int = 0
     turn_seq: int | None = None  # first seq of the current turn; None when it is a request's unstored turn
+    covered_bytes: int | None = None  # measured only when a budget applies
+    budget_reached: bool = False  # the budget stopped the cut before turns the rules would have covered
 
     @property
     def replaced_tokens(self) -> int:
@@ -90,6 +125,7 @@ class Outcome:
                 summary_tokens=self.checkpoint.summary_tokens,
                 tokens_after=self.tokens_after,
                 still_over_threshold=self.tokens_after > plan.settings.max_tokens,
+                budget_reached=plan.budget_reached,
             )
         return data
 
@@ -157,11 +193,20 @@ def oversized_turn(layout, compaction: CompactionSettings) -> CurrentTurn | None
     return turn if turn is not None and turn.tokens > compaction.max_tokens else None
 
 
-def plan_compaction(session: Session, compaction: CompactionSettings, pending_turn_tokens: int | None = None) -> Plan:
+def plan_compaction(
+    session: Session,
+    compaction: CompactionSettings,
+    pending_turn_tokens: int | None = None,
+    budget: RunBudget | None = None,
+) -> Plan:
     """Split the visible messages after the latest checkpoint into turns and choose what to cover.
 
     The current turn is always kept; older turns are kept whole, newest first, while the kept total
-    stays within keep_recent_tokens; the first that does not fit and everything before it is covered.
+    stays within keep_recent_tokens; the first that does not fit and everything before it may be
+    covered. With a `budget`, the run covers only the oldest of those turns that fit it (at least one:
+    a turn larger than the budget is covered alone, or a backlog holding one could never be worked
+    off), and the plan says the budget was reached. No message content is read: tokens are stored
+    figures, bytes are measured by the database, for the turns within the token budget only.
     `pending_turn_tokens`: a request's unpersisted messages start a new turn of that size, which is
     then the current turn (every stored turn is older).
     """
@@ -194,12 +239,43 @@ def plan_compaction(session: Session, compaction: CompactionSettings, pending_tu
     plan.kept_tokens = total
     if first_kept == 0:
         return plan
-    covered = [row for turn in turns[:first_kept] for row in turn]
+    cut = first_kept  # turns[:cut] are covered
+    if budget is not None:
+        cut, plan.covered_bytes = _oldest_turns_within(session, turns[:first_kept], kept, budget)
+        plan.budget_reached = cut < first_kept
+    covered = [row for turn in turns[:cut] for row in turn]
     plan.first_seq = (plan.base.last_seq if plan.base else 0) + 1
-    plan.last_seq = turns[first_kept][0].seq - 1 if turns[first_kept] else session.message_count
+    plan.last_seq = turns[cut][0].seq - 1 if turns[cut] else session.message_count
     plan.covered_seqs = [row.seq for row in covered if kept[row.seq] > 0]
     plan.covered_tokens = sum(kept[row.seq] for row in covered)
     return plan
+
+
+def _oldest_turns_within(session: Session, turns: list, kept: dict[int, int], budget: RunBudget) -> tuple[int, int]:
+    """How many of `turns` (stored, oldest first, each a list of rows) one run covers within `budget`,
+    at least one; and their bytes. Tokens come from the layout's figures; bytes from one database query
+    over the turns within the token budget, so what is measured is bounded by the budget too."""
+    count = tokens = 0
+    for turn in turns:
+        cost = sum(kept[row.seq] for row in turn)
+        if count and tokens + cost > budget.tokens:
+            break
+        tokens += cost
+        count += 1
+    sizes = dict(
+        visible_messages(session, turns[0][0].seq - 1, as_of=turns[count - 1][-1].seq)
+        .annotate(size=message_bytes())
+        .values_list("seq", "size")
+    )
+    fitting = covered_bytes = 0
+    for turn in turns[:count]:
+        # Messages the input leaves out (kept 0) are not read by the run, so they weigh nothing.
+        turn_bytes = sum(sizes.get(row.seq, 0) for row in turn if kept[row.seq] > 0)
+        if fitting and covered_bytes + turn_bytes > budget.bytes:
+            break
+        covered_bytes += turn_bytes
+        fitting += 1
+    return fitting, covered_bytes
 
 
 def summary_budget(plan: Plan) -> int:
@@ -310,6 +386,20 @@ def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
     )
 
 
+def _read_covered(session: Session, plan: Plan) -> list[Message]:
+    """The covered messages the model would have seen, with what a summarizer reads of them. Fetched in
+    chunks over the planned range only, so a run holds no more than its budget of content."""
+    wanted = set(plan.covered_seqs)
+    rows = (
+        visible_messages(session, plan.first_seq - 1, as_of=plan.last_seq)
+        # session_id too: the related manager sets each message's session from it, which would
+        # otherwise cost one query per message.
+        .only("session_id", "seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
+        .iterator(chunk_size=COVERED_CHUNK)
+    )
+    return [message for message in rows if message.seq in wanted]
+
+
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
@@ -337,6 +427,11 @@ def compact(
     `extra_tokens` are the tokens of a request's unpersisted messages, which count towards the
     threshold of that request but are never covered; when they hold a user message
     (`extra_starts_turn`) they are the current turn, so every stored turn may be covered.
+
+    A run covers at most the budget of CTXWEB_COMPACTION_RUN_MAX_TOKENS and _BYTES, oldest turns
+    first, and reads only the messages it covers; `outcome.plan.budget_reached` says that more is left
+    for another run (work_off_backlog runs them). A supplied `summary` is not held to the budget: it
+    stands for everything the rules would cover, and no message is read to make it.
     """
     compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
     if summary is not None:
@@ -353,7 +448,8 @@ def compact(
             # An automatic run waits for the one already running (another append's), whose checkpoint
             # will bring the input down; starting a second from the same base could only fail.
             return Outcome("not_run")
-        plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None)
+        budget = RunBudget.from_settings() if summary is None else None
+        plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None, budget)
         plan.tokens_before += extra_tokens
         if trigger == AUTO and not plan.over_threshold:
             return Outcome("not_run", plan)
@@ -373,15 +469,7 @@ def compact(
                 **_figures(trigger, plan), reason=skip, turn_seq=turn_seq, run=started.pk,
             ))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
-        covered = list(
-            visible_messages(session, plan.first_seq - 1, as_of=plan.last_seq)
-            # session_id too: the related manager sets each row's session from it, and a deferred
-            # session_id would be fetched row by row.
-            .only("session_id", "seq", "role", "content", "text", "tool_calls", "tool_call_id", "call_seq")
-            .order_by("seq")
-        )
-        wanted = set(plan.covered_seqs)
-        covered = [m for m in covered if m.seq in wanted]
+        covered = [] if summary is not None else _read_covered(session, plan)
 
     # 2. Summarize, outside any transaction.
     previous = plan.base.summary if plan.base else ""
@@ -434,10 +522,29 @@ def compact(
             summary_tokens=summary_tokens,
             tokens_after=tokens_after,
             still_over_threshold=figures["still_over_threshold"],
+            budget_reached=plan.budget_reached,
             run=started.pk,
         ))
         outcome.events = [started, event]
         return outcome
+
+
+def work_off_backlog(session: Session, *, max_runs: int | None = None, **options) -> list[Outcome]:
+    """Compact `session` run after run, each within the run budget and each its own checkpoint and
+    events, until the model input is no longer over max_tokens, a run covered all it could (its budget
+    was not reached), or a run did not complete (skipped, failed or not run). `options` are compact()'s;
+    `force` makes the first run go ahead under the threshold. Returns the outcomes in order."""
+    outcomes: list[Outcome] = []
+    while max_runs is None or len(outcomes) < max_runs:
+        outcome = compact(session, **options)
+        outcomes.append(outcome)
+        if (
+            outcome.status != "completed"
+            or outcome.tokens_after <= outcome.plan.settings.max_tokens
+            or not outcome.plan.budget_reached
+        ):
+            break
+    return outcomes
 
 
 def compact_if_needed(

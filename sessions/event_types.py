@@ -119,6 +119,10 @@ class CompactionCompleted(CompactionFigures):
     summary_tokens: int
     tokens_after: int
     still_over_threshold: bool
+    budget_reached: bool | Absent = absent_when_none(
+        "true when the run stopped at its budget (CTXWEB_COMPACTION_RUN_MAX_TOKENS, _BYTES) and left turns "
+        "it would have covered to the next run; none for an imported checkpoint"
+    )
     run: int | Absent = absent_when_none("the COMPACTION_STARTED event's id; none for an imported checkpoint")
 
 

@@ -506,6 +506,11 @@ class CompactionOut(Schema):
     replaced_tokens: int | None = None
     summary_tokens: int | None = None
     still_over_threshold: bool | None = None
+    budget_reached: bool | None = Field(
+        None,
+        description="completed: the run stopped at its budget (CTXWEB_COMPACTION_RUN_MAX_TOKENS, _BYTES) and left "
+        "turns it would have covered to another run",
+    )
     checkpoint: CheckpointOut | None = None
     events: list[EventOut]
 
@@ -542,6 +547,10 @@ class CompactionOut(Schema):
         if outcome.checkpoint is None:
             return None
         return outcome.tokens_after > outcome.plan.settings.max_tokens
+
+    @staticmethod
+    def resolve_budget_reached(outcome) -> bool | None:
+        return outcome.plan.budget_reached if outcome.checkpoint is not None else None
 
 
 class AppendedOut(Schema):

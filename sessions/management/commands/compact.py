@@ -1,13 +1,16 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.compaction import compact
+from sessions.compaction import work_off_backlog
 from sessions.errors import DomainError
 from sessions.models import Project
 from sessions.session_store import get_session
 
 
 class Command(BaseCommand):
-    help = "Compact one session now and print the outcome with its figures."
+    help = (
+        "Compact one session now, run after run (each within the run budget, each its own checkpoint) until "
+        "its model input is under max_tokens or nothing more can be covered; print each run's outcome."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("session_key")
@@ -16,13 +19,17 @@ class Command(BaseCommand):
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--keep-recent-tokens", type=int)
         parser.add_argument("--summarizer", choices=["extractive", "openai"])
+        parser.add_argument("--runs", type=int, help="stop after this many runs (default: until done)")
 
     def handle(self, *args, **options):
+        if options["runs"] is not None and options["runs"] < 1:
+            raise CommandError("--runs must be at least 1.")
         try:
             project = Project.objects.get(name=options["project"])
             session = get_session(project, options["session_key"])
-            outcome = compact(
+            outcomes = work_off_backlog(
                 session,
+                max_runs=options["runs"],
                 force=options["force"],
                 max_tokens=options["max_tokens"],
                 keep_recent_tokens=options["keep_recent_tokens"],
@@ -33,10 +40,11 @@ class Command(BaseCommand):
             raise CommandError(f"No project {options['project']!r}.") from None
         except DomainError as exc:
             raise CommandError(exc.detail) from exc
-        figures = outcome.figures()
-        self.stdout.write(f"{outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
-        for name, value in figures.items():
-            if name != "status":
-                self.stdout.write(f"  {name}: {value}")
-        if outcome.status == "failed":
-            raise CommandError(outcome.error)
+        for number, outcome in enumerate(outcomes, start=1):
+            prefix = f"run {number}: " if len(outcomes) > 1 else ""
+            self.stdout.write(f"{prefix}{outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
+            for name, value in outcome.figures().items():
+                if name != "status":
+                    self.stdout.write(f"  {name}: {value}")
+        if outcomes[-1].status == "failed":
+            raise CommandError(outcomes[-1].error)
