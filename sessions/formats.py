@@ -18,6 +18,14 @@ PROVIDER_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 ANTHROPIC_OPENING = "(The conversation begins with an assistant message.)"
 
 
+# Entry fields of the ctxweb format that are left out when empty: (key, entry attribute).
+CTXWEB_OPTIONAL_FIELDS = (
+    ("id", "client_id"), ("tool_calls", "tool_calls"), ("pending_tool_calls", "pending_calls"),
+    ("dropped_tool_calls", "dropped_calls"), ("tool_call_id", "tool_call_id"), ("name", "name"),
+    ("is_error", "is_error"),
+)
+
+
 def to_ctxweb(model_input: ModelInput) -> list[dict]:
     """The entries as ctxweb messages with where they sit; the newest assistant message's calls that
     await their results are shown as `pending_tool_calls` (that message last, with 0 tokens, when
@@ -28,20 +36,9 @@ def to_ctxweb(model_input: ModelInput) -> list[dict]:
         item = {"kind": entry.kind, "role": entry.role, "content": entry.content, "tokens": entry.tokens}
         if entry.seq is not None:
             item["seq"] = entry.seq
-        if entry.client_id:
-            item["id"] = entry.client_id
-        if entry.tool_calls:
-            item["tool_calls"] = entry.tool_calls
-        if entry.pending_calls:
-            item["pending_tool_calls"] = entry.pending_calls
-        if entry.dropped_calls:
-            item["dropped_tool_calls"] = entry.dropped_calls
-        if entry.tool_call_id:
-            item["tool_call_id"] = entry.tool_call_id
-        if entry.name:
-            item["name"] = entry.name
-        if entry.is_error:
-            item["is_error"] = True
+        for key, attribute in CTXWEB_OPTIONAL_FIELDS:
+            if value := getattr(entry, attribute):
+                item[key] = value
         if entry.checkpoint is not None:
             item["checkpoint_id"] = entry.checkpoint.pk
         out.append(item)

@@ -3,22 +3,15 @@ rebuild drops the table's triggers, so the FTS5 index of message text (0003) sto
 messages. This puts the triggers back and rebuilds the index from the stored text. Any later migration
 that makes SQLite rebuild the message table must do the same."""
 
+import importlib
+
 from django.db import migrations
 
 
-TRIGGERS = [
-    "DROP TRIGGER IF EXISTS ctx_message_fts_au",
-    "DROP TRIGGER IF EXISTS ctx_message_fts_ad",
-    "DROP TRIGGER IF EXISTS ctx_message_fts_ai",
-    "CREATE TRIGGER ctx_message_fts_ai AFTER INSERT ON ctx_sessions_message BEGIN "
-    "INSERT INTO ctx_message_fts(rowid, text) VALUES (new.id, new.text); END",
-    "CREATE TRIGGER ctx_message_fts_ad AFTER DELETE ON ctx_sessions_message BEGIN "
-    "INSERT INTO ctx_message_fts(ctx_message_fts, rowid, text) VALUES ('delete', old.id, old.text); END",
-    "CREATE TRIGGER ctx_message_fts_au AFTER UPDATE OF text ON ctx_sessions_message BEGIN "
-    "INSERT INTO ctx_message_fts(ctx_message_fts, rowid, text) VALUES ('delete', old.id, old.text); "
-    "INSERT INTO ctx_message_fts(rowid, text) VALUES (new.id, new.text); END",
-    "INSERT INTO ctx_message_fts(ctx_message_fts) VALUES ('rebuild')",
-]
+# 0003's own statements: its triggers, dropped first where they survived, then created and the index
+# rebuilt (its first statement creates the FTS5 table, which the rebuild kept).
+SEARCH = importlib.import_module("sessions.migrations.0003_message_search")
+TRIGGERS = [s for s in SEARCH.SQLITE_DOWN if s.startswith("DROP TRIGGER")] + SEARCH.SQLITE_UP[1:]
 
 
 def restore(apps, schema_editor):
