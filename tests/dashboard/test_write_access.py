@@ -31,6 +31,9 @@ from tests.conftest import seeded_for_module
 
 from .conftest import build_other_session, build_story, create_user, make_client
 
+# Its data is built once per module: the module stays on one test process (pytest-xdist loadgroup).
+pytestmark = pytest.mark.xdist_group("dashboard-write-access")
+
 VIEWER, EDITOR, ADMIN = Membership.Role.VIEWER, Membership.Role.EDITOR, Membership.Role.ADMIN
 ROLES = [VIEWER, EDITOR, ADMIN]
 # What the test's own log-ins change: the login sessions, and last_login (force_login stamps it).
