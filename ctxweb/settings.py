@@ -192,6 +192,20 @@ CTXWEB_SUMMARIZER_TIMEOUT = env_float("CTXWEB_SUMMARIZER_TIMEOUT", 120.0)
 # A compaction run still open after this many seconds was cut off (server killed mid-run); the next
 # compaction of its session closes it with COMPACTION_FAILED.
 CTXWEB_COMPACTION_ABANDONED_AFTER = env_float("CTXWEB_COMPACTION_ABANDONED_AFTER", CTXWEB_SUMMARIZER_TIMEOUT + 60)
+# Compaction runs on the task queue (README "Background worker"). POST .../compact and POST
+# .../requests wait at most this long for a run (well under gunicorn's 30 s worker timeout); past it
+# /compact answers 202 with the run's id, and /requests the current input.
+CTXWEB_COMPACTION_WAIT_SECONDS = env_float("CTXWEB_COMPACTION_WAIT_SECONDS", 20.0)
+# A running attempt holds its run for this long and its worker renews it every third of it; a run
+# whose lease has passed was cut off (worker killed) and the sweep puts it back in the queue.
+CTXWEB_COMPACTION_LEASE_SECONDS = env_float("CTXWEB_COMPACTION_LEASE_SECONDS", 30.0)
+# How often `compaction_worker` sweeps for such runs.
+CTXWEB_COMPACTION_SWEEP_INTERVAL = env_float("CTXWEB_COMPACTION_SWEEP_INTERVAL", 15.0)
+# A failing automatic run is retried after CTXWEB_COMPACTION_RETRY_DELAY seconds, doubling each
+# attempt up to CTXWEB_COMPACTION_RETRY_MAX_DELAY, and fails for good after this many attempts.
+CTXWEB_COMPACTION_MAX_ATTEMPTS = env_int("CTXWEB_COMPACTION_MAX_ATTEMPTS", 5)
+CTXWEB_COMPACTION_RETRY_DELAY = env_float("CTXWEB_COMPACTION_RETRY_DELAY", 10.0)
+CTXWEB_COMPACTION_RETRY_MAX_DELAY = env_float("CTXWEB_COMPACTION_RETRY_MAX_DELAY", 600.0)
 
 # The `openai` summarizer: any OpenAI-compatible Chat Completions endpoint.
 CTXWEB_OPENAI_BASE_URL = env_str("CTXWEB_OPENAI_BASE_URL", "https://api.openai.com/v1")

@@ -7,6 +7,7 @@ runs from the same base cannot both succeed. Raw messages are never changed.
 """
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -331,12 +332,15 @@ def compact(
     actor: str = "system",
     extra_tokens: int = 0,
     extra_starts_turn: bool = False,
+    on_started: Callable[[Event], None] | None = None,
 ) -> Outcome:
     """Run compaction on `session`. Automatic runs below the threshold record nothing.
 
     `extra_tokens` are the tokens of a request's unpersisted messages, which count towards the
     threshold of that request but are never covered; when they hold a user message
     (`extra_starts_turn`) they are the current turn, so every stored turn may be covered.
+    `on_started` is called with the COMPACTION_STARTED event in the transaction that records it (a
+    queued run links its attempt to it there, so a killed run can be closed).
     """
     compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
     if summary is not None:
@@ -362,6 +366,8 @@ def compact(
             # otherwise record the same pair again.
             return Outcome("not_run", plan, reason="nothing_to_compact")
         started = record(session, actor, CompactionStarted(**_figures(trigger, plan)))
+        if on_started is not None:
+            on_started(started)
         skip = None
         if trigger != AUTO and not force and not plan.over_threshold:
             skip = "under_threshold"
@@ -438,12 +444,22 @@ def compact(
         return outcome
 
 
-def compact_if_needed(
-    session: Session, actor: str = "system", extra_tokens: int = 0, extra_starts_turn: bool = False
-) -> Outcome | None:
-    """Automatic compaction after appends and request builds, when the session has it on and its
-    model input is over max_tokens."""
+def needs_auto_compaction(session: Session, extra_tokens: int = 0) -> bool:
+    """Whether automatic compaction is on for `session` and its model input (plus a request's
+    unpersisted tokens) is over max_tokens. From stored figures only."""
     compaction = session.compaction_settings()
-    if not compaction.auto or session.input_tokens + extra_tokens <= compaction.max_tokens:
+    return compaction.auto and session.input_tokens + extra_tokens > compaction.max_tokens
+
+
+def compact_if_needed(session: Session, actor: str = "system", extra_tokens: int = 0, extra_starts_turn: bool = False):
+    """Automatic compaction after appends and request builds, when the session has it on and its
+    model input is over max_tokens: enqueued for a worker of the task queue, never run here. Returns
+    the session's queued or running CompactionRun (one per session), or None when none is needed."""
+    if not needs_auto_compaction(session, extra_tokens):
         return None
-    return compact(session, trigger=AUTO, actor=actor, extra_tokens=extra_tokens, extra_starts_turn=extra_starts_turn)
+    from .compaction_runs import enqueue_compaction
+
+    run, _ = enqueue_compaction(
+        session, trigger=AUTO, actor=actor, options={"extra_tokens": extra_tokens, "extra_starts_turn": extra_starts_turn},
+    )
+    return run
