@@ -407,3 +407,7 @@ class CompactionRun(models.Model):
     @property
     def active(self) -> bool:
         return self.state in self.ACTIVE
+
+    @property
+    def max_attempts(self) -> int:
+        return settings.CTXWEB_COMPACTION_MAX_ATTEMPTS

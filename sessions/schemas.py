@@ -553,7 +553,9 @@ class CompactionRunOut(Schema):
     id: int
     status: Literal["queued", "running", "completed", "skipped", "failed"] = Field(alias="state")
     trigger: Literal["auto", "request"]
-    attempts: int = Field(description="attempts started so far; a failed automatic run is retried after a backoff")
+    attempts: int = Field(description=(
+        "attempts started so far. A failed automatic run is retried after a backoff; any run whose worker was "
+        "lost (killed) is retried"))
     max_attempts: int
     last_error: str | None = Field(None, description="why the last attempt failed or was cut off")
     run_after: datetime | None = Field(None, description="a queued retry waits until then")
@@ -566,10 +568,6 @@ class CompactionRunOut(Schema):
     @staticmethod
     def resolve_last_error(run) -> str | None:
         return run.last_error or None
-
-    @staticmethod
-    def resolve_max_attempts(run) -> int:
-        return settings.CTXWEB_COMPACTION_MAX_ATTEMPTS if run.trigger == "auto" else 1
 
     @staticmethod
     def resolve_url(run) -> str:
