@@ -42,9 +42,11 @@ def call(port: int, method: str, path: str, body: bytes | None = None, secret: s
 class Server:
     """`gunicorn ctxweb.wsgi` on a free port of 127.0.0.1, with the benchmark's database."""
 
-    def __init__(self, database_url: str, workers: int, log_path: Path, env: dict | None = None):
+    def __init__(self, database_url: str, workers: int, log_path: Path, env: dict | None = None,
+                 task_workers: int = 1):
         self.port = free_port()
         self.workers = workers
+        self.task_workers = task_workers  # `manage.py compaction_worker` processes beside gunicorn
         self.log_path = log_path
         # Configured like a deployment (DEBUG off: no query log, no debug pages), on plain HTTP.
         self.env = {
@@ -62,6 +64,15 @@ class Server:
             cwd=ROOT, env=self.env, stdout=log, stderr=log,
             start_new_session=True,  # its own process group, so kill() takes the workers down with it
         )
+        # The background workers join gunicorn's process group: a kill() takes them down too.
+        self.task_processes = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "compaction_worker", "--no-reload", "--no-startup-delay",
+                 "--interval", "0.2", "--verbosity", "0"],
+                cwd=ROOT, env=self.env, stdout=log, stderr=log, process_group=self.process.pid,
+            )
+            for _ in range(self.task_workers)
+        ]
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -77,6 +88,15 @@ class Server:
         raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
+        for worker in getattr(self, "task_processes", ()):
+            if worker.poll() is None:
+                worker.terminate()  # finishes the task it is on, then exits
+        for worker in getattr(self, "task_processes", ()):
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(timeout=10)
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()
@@ -93,6 +113,8 @@ class Server:
             return
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=20)
+        for worker in getattr(self, "task_processes", ()):
+            worker.wait(timeout=20)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -120,6 +120,22 @@ class Run:
               f"{key}: {completed} completed, {len(checkpoints)} checkpoints")
         return Counter(f"{e.data.get('trigger')} {e.type.removeprefix('COMPACTION_').lower()}" for e in events if e.type in TERMINAL)
 
+    def wait_for_compaction_runs(self, scenario: str, keys: list[str], seconds: float = 120) -> None:
+        """Let the background workers finish every queued or running compaction run of these sessions
+        (runs cut off by a kill come back through the sweep), then check none is left."""
+        from sessions.models import CompactionRun
+
+        runs = CompactionRun.objects.filter(session__project=self.project, session__key__in=keys)
+        deadline = time.monotonic() + seconds
+        while runs.filter(state__in=CompactionRun.ACTIVE).exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = runs.filter(state__in=CompactionRun.ACTIVE).count()
+        self.report.check(f"{scenario}: the workers finish every compaction run", left == 0,
+                          f"{left} runs still queued or running after {seconds:.0f} s")
+        retried = runs.filter(attempts__gt=1).count()
+        self.report.figure(f"{scenario}: compaction runs", "runs", [runs.count()])
+        self.report.figure(f"{scenario}: compaction runs retried (worker killed or summarizer failed)", "runs", [retried])
+
     # --- kill -----------------------------------------------------------------------------------
 
     def kill(self) -> None:
@@ -151,6 +167,9 @@ class Run:
             "CTXWEB_SUMMARIZER": "openai", "CTXWEB_OPENAI_BASE_URL": summarizer.base_url,
             "CTXWEB_OPENAI_API_KEY": "sk-local", "CTXWEB_OPENAI_TIMEOUT": "3", "CTXWEB_SUMMARIZER_TIMEOUT": "4",
             "CTXWEB_COMPACTION_ABANDONED_AFTER": str(abandoned_after),
+            # Runs cut off by a kill come back quickly: short leases, frequent sweeps, quick retries.
+            "CTXWEB_COMPACTION_LEASE_SECONDS": "2", "CTXWEB_COMPACTION_SWEEP_INTERVAL": "0.5",
+            "CTXWEB_COMPACTION_RETRY_DELAY": "0.5",
         })
         server.start(self.secret)
         up = threading.Event()
@@ -200,6 +219,7 @@ class Run:
         done.set()
         chaos.join()
         elapsed = time.monotonic() - began
+        self.wait_for_compaction_runs("kill", keys)
         server.stop()
         summarizer.stop()
 
@@ -285,6 +305,7 @@ class Run:
         elapsed = time.monotonic() - began
         for process in processes:
             process.join(timeout=30)
+        self.wait_for_compaction_runs("load", [*shared, *(f"solo-{w}" for w in range(writers))])
         server.stop()
 
         check = self.report.check
@@ -341,7 +362,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; choose from {', '.join(SCENARIOS)}")
     given = os.environ.get("DATABASE_URL") or DEFAULT_URL
-    database = Database(given, args.keep, name="ctxweb_reliability")
+    database = Database(given, args.keep, name=os.environ.get("CTXWEB_RELIABILITY_DATABASE", "ctxweb_reliability"))
     if not database.postgres:
         parser.error("the reliability runs need PostgreSQL: set DATABASE_URL=postgres://...")
     report = Report()

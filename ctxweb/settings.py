@@ -128,6 +128,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # needed; `python manage.py db_worker` runs the tasks (README, "Background worker").
 CTXWEB_TASKS_BACKEND = env_str("CTXWEB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend")
 TASKS = {"default": {"BACKEND": CTXWEB_TASKS_BACKEND}}
+# The switch for larger fleets: CTXWEB_TASKS_BACKEND=django_tasks_rq.RQBackend (pip install '.[rq]')
+# keeps the queue in Redis; workers are `manage.py rqworker --with-scheduler` plus one
+# `manage.py compaction_worker --sweep-only`.
+RQ_QUEUES = {"default": {"URL": env_str("CTXWEB_REDIS_URL", "redis://127.0.0.1:6379/0"), "DEFAULT_TIMEOUT": 900}}
+if CTXWEB_TASKS_BACKEND == "django_tasks_rq.RQBackend":
+    INSTALLED_APPS.append("django_rq")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
