@@ -69,6 +69,11 @@ def message_links(seq: str) -> dict:
     }
 
 
+def run_link(run_id: str) -> dict:
+    """To the compaction run a response names."""
+    return link("compaction_run", key="$request.path.key", run_id=run_id)
+
+
 def links(*statuses: int, **named: dict) -> dict:
     """openapi_extra for an operation whose `statuses` responses carry these links."""
     return {"responses": {status: {"links": named} for status in statuses}}
@@ -134,7 +139,8 @@ def list_sessions(
 
 @router.post("/sessions/{key}/messages", response={200: s.AppendOut, **WRITE_ERRORS},
               summary="Append a batch of messages (all or nothing)",
-              openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
+              openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq"),
+                                  GetCompactionRun=run_link("$response.body#/compaction/id")))
 def append(request, key: str, body: s.AppendIn):
     check_key(key)
     result = append_messages(project(request), key, body.messages, actor(request), fmt=body.format,
@@ -187,8 +193,7 @@ def model_input(
                  **links(200, **session_links(),
                          GetModelInputAsOf=link("model_input", key="$request.path.key",
                                                 as_of="$response.body#/checkpoint/created_at_seq"))["responses"],
-                 **links(202, GetCompactionRun=link("compaction_run", key="$request.path.key",
-                                                    run_id="$response.body#/id"))["responses"]}})
+                 **links(202, GetCompactionRun=run_link("$response.body#/id"))["responses"]}})
 def request_compaction(request, key: str, body: s.CompactIn):
     session = get_session(project(request), key)
     run = enqueue_requested_compaction(session, actor(request), **body.model_dump(exclude={"wait"}, exclude_none=True))
@@ -221,7 +226,8 @@ def count_tokens(request, body: s.TokensIn):
 @router.post("/sessions/{key}/requests", response={200: s.RequestOut, **WRITE_ERRORS},
              summary="Build the next request: store messages, compact if needed, return the model input",
              openapi_extra=links(200, **session_links(), **message_links("$response.body#/stored/0/seq"),
-                                 CountTokens=link("count_tokens", {"messages": "$response.body#/model_input/messages"})))
+                                 CountTokens=link("count_tokens", {"messages": "$response.body#/model_input/messages"}),
+                                 GetCompactionRun=run_link("$response.body#/compaction/id")))
 def build_next_request(request, key: str, body: s.RequestIn):
     check_key(key)
     built = build_request(

@@ -24,7 +24,7 @@ from .compaction import AUTO, TERMINAL, Outcome, Plan, compact, resolve_settings
 from .errors import Conflict, DomainError
 from .event_types import CompactionFailed
 from .events import event_data, record
-from .models import Checkpoint, CompactionRun, CompactionSettings, Event, Session
+from .models import Checkpoint, CompactionRun, CompactionSettings, Event, Role, Session
 from .validation import check_text
 
 State = CompactionRun.State
@@ -72,6 +72,26 @@ def enqueue_task(run_id: int, run_after: datetime | None = None) -> None:
         task_ = task_.using(run_after=run_after)
     result = task_.enqueue(run_id)
     CompactionRun.objects.filter(pk=run_id).update(task_id=str(result.id)[:64])
+
+
+def same_oversized_turn(session: Session) -> CompactionRun | None:
+    """The session's latest run, when it was automatic and found nothing to compact, with today's
+    settings, and no user message has started a new turn since it was enqueued: another run would find
+    the same (SPEC §4.2: said once per turn). Two small indexed queries."""
+    latest = CompactionRun.objects.filter(session=session).order_by("-pk").first()
+    if latest is None or latest.trigger != AUTO or latest.state != State.SKIPPED:
+        return None
+    outcome, compaction = latest.outcome, session.compaction_settings()
+    if outcome.get("reason") != "nothing_to_compact" or "at_seq" not in latest.options:
+        return None
+    if (outcome.get("max_tokens"), outcome.get("keep_recent_tokens"), outcome.get("summarizer")) != (
+        compaction.max_tokens, compaction.keep_recent_tokens, compaction.summarizer
+    ):
+        return None
+    # The (session, role, seq) index answers this directly.
+    if session.messages.filter(role=Role.USER, seq__gt=latest.options["at_seq"]).exists():
+        return None
+    return latest
 
 
 def request_compaction(session: Session, actor: str, **options) -> CompactionRun:

@@ -187,3 +187,19 @@ def test_a_failing_run_backs_off_then_fails_after_the_last_attempt(api, monkeypa
     assert run.state == "failed" and run.finished_at is not None
     assert compaction_events() == [STARTED, FAILED] * 3
     assert Session.objects.get(key="queued").failed_compactions == 3
+
+
+@pytest.mark.django_db
+def test_a_long_turn_with_nothing_to_compact_leaves_one_run_not_one_per_append(api):
+    api.put("/sessions/agent", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 100, "auto": True}})
+    append(api, [user(350, "One huge task for the agent.")], key="agent")
+    for n in range(5):
+        answer = append(api, [assistant(40, f"Step {n} of the agent.")], key="agent")
+        assert answer["compaction"]["status"] == "skipped"
+    assert CompactionRun.objects.filter(session__key="agent").count() == 1
+    assert compaction_events("agent") == [STARTED, "COMPACTION_SKIPPED"]
+
+    append(api, [user(20, "Now a new question.")], key="agent")  # a new turn: the old one can be covered
+
+    assert CompactionRun.objects.filter(session__key="agent").count() == 2
+    assert compaction_events("agent")[-2:] == [STARTED, COMPLETED]
