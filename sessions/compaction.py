@@ -311,10 +311,27 @@ def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
     )
 
 
+def run_closed(session_id: int, started: Event) -> bool:
+    """Whether the run that `started` began has its terminal event."""
+    return Event.objects.filter(session_id=session_id, type__in=TERMINAL, pk__gt=started.pk, data__run=started.pk).exists()
+
+
+def closed_meanwhile(session: Session, started: Event, plan: Plan) -> Outcome | None:
+    """When run `started` was closed by someone else while it worked (the queue's sweep judged its
+    worker dead, or close_abandoned_runs found it too old), the outcome that records nothing more: every
+    COMPACTION_STARTED keeps exactly one terminal event. Call under the session's row lock."""
+    if not run_closed(session.pk, started):
+        return None
+    return Outcome("failed", plan, error="this run was closed as interrupted while it worked; nothing changed",
+                   events=[started])
+
+
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_pk)
+        if (fenced := closed_meanwhile(session, started, plan)) is not None:
+            return fenced
         event = record(session, actor, CompactionFailed(**_figures(trigger, plan), error=error, run=started.pk))
         Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
     return Outcome("failed", plan, error=error, events=[started, event])
@@ -402,6 +419,8 @@ def compact(
     # 3. Create the checkpoint, unless the summary is not smaller than what it replaces.
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
+        if (fenced := closed_meanwhile(session, started, plan)) is not None:
+            return fenced
         if summary_tokens >= plan.replaced_tokens:
             event = record(session, actor, CompactionSkipped(
                 **_figures(trigger, plan), reason="not_smaller", summary_tokens=summary_tokens,

@@ -20,7 +20,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django_tasks import task
 
-from .compaction import AUTO, TERMINAL, Outcome, Plan, compact, resolve_settings
+from .compaction import AUTO, Outcome, Plan, compact, resolve_settings, run_closed
 from .errors import Conflict, DomainError
 from .event_types import CompactionFailed
 from .events import event_data, record
@@ -253,8 +253,7 @@ def close_attempt(run: CompactionRun, error: str) -> bool:
     started = run.started_event
     if started is None:
         return False
-    closed = Event.objects.filter(session_id=run.session_id, type__in=TERMINAL, pk__gt=started.pk, data__run=started.pk)
-    if closed.exists():
+    if run_closed(run.session_id, started):
         return False
     record(run.session, "system", CompactionFailed(**event_data(started).model_dump(), run=started.pk, error=error))
     Session.objects.filter(pk=run.session_id).update(failed_compactions=F("failed_compactions") + 1)

@@ -2,14 +2,16 @@
 worker process (tests/workers.py), kept alive across a SIGKILLed worker, backing off when it fails."""
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from sessions.api_keys import create_api_key
-from sessions.compaction_runs import sweep_compaction_runs
+from sessions.compaction_runs import run_compaction, sweep_compaction_runs
 from sessions.models import Checkpoint, CompactionRun, Event, Session
 from sessions.summarizers import SUMMARIZERS, extractive
 from tests.api.conftest import Api
@@ -203,3 +205,27 @@ def test_a_long_turn_with_nothing_to_compact_leaves_one_run_not_one_per_append(a
 
     assert CompactionRun.objects.filter(session__key="agent").count() == 2
     assert compaction_events("agent")[-2:] == [STARTED, COMPLETED]
+
+
+@pytest.mark.real_queue
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_closed_by_the_sweep_while_it_works_records_nothing_more(api, monkeypatch, settings):
+    """A worker too slow to renew its lease is judged dead: the sweep closes its STARTED and queues the
+    run again. When that worker finishes after all, it records no second terminal event and no checkpoint."""
+    settings.CTXWEB_COMPACTION_RETRY_DELAY = 60
+
+    def outlived_its_lease(previous, messages, budget):
+        CompactionRun.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        assert sweep_compaction_runs() == 1
+        connection.close()  # this summarizer runs on a thread of its own
+        return "A summary that arrives too late."
+
+    monkeypatch.setitem(SUMMARIZERS, "extractive", outlived_its_lease)
+    append(api, over_threshold(api))
+
+    assert run_compaction.call(the_run().pk) == "taken over"
+
+    assert compaction_events() == [STARTED, FAILED]
+    assert not Checkpoint.objects.filter(session__key="queued").exists()
+    run = the_run()
+    assert (run.state, run.attempts) == ("queued", 1) and run.last_error.startswith("interrupted")
