@@ -476,10 +476,10 @@ def compact_if_needed(session: Session, actor: str = "system", extra_tokens: int
     the session's queued or running CompactionRun (one per session), or None when none is needed."""
     if not needs_auto_compaction(session, extra_tokens):
         return None
-    from .compaction_runs import enqueue_compaction, same_oversized_turn
+    from .compaction_runs import enqueue_compaction, latest_auto_run_to_keep
 
-    if not extra_starts_turn and (latest := same_oversized_turn(session)) is not None:
-        return latest  # nothing to compact in this turn, said once: no run per append of a long agent turn
+    if (latest := latest_auto_run_to_keep(session, extra_starts_turn)) is not None:
+        return latest
     run, _ = enqueue_compaction(session, trigger=AUTO, actor=actor, options={
         "extra_tokens": extra_tokens, "extra_starts_turn": extra_starts_turn, "at_seq": session.message_count,
     })

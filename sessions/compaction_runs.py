@@ -74,24 +74,36 @@ def enqueue_task(run_id: int, run_after: datetime | None = None) -> None:
     CompactionRun.objects.filter(pk=run_id).update(task_id=str(result.id)[:64])
 
 
-def same_oversized_turn(session: Session) -> CompactionRun | None:
-    """The session's latest run, when it was automatic and found nothing to compact, with today's
-    settings, and no user message has started a new turn since it was enqueued: another run would find
-    the same (SPEC §4.2: said once per turn). Two small indexed queries."""
+def latest_auto_run_to_keep(session: Session, extra_starts_turn: bool = False) -> CompactionRun | None:
+    """The session's latest run when a new automatic run should not be enqueued after it: it failed for
+    good less than CTXWEB_COMPACTION_RETRY_MAX_DELAY ago (the backoff goes on; POST .../compact can
+    still force one), or it found nothing to compact in the current turn (see same_oversized_turn)."""
     latest = CompactionRun.objects.filter(session=session).order_by("-pk").first()
-    if latest is None or latest.trigger != AUTO or latest.state != State.SKIPPED:
+    if latest is None or latest.trigger != AUTO:
         return None
+    if latest.state == State.FAILED:
+        calm_until = latest.finished_at + timedelta(seconds=settings.CTXWEB_COMPACTION_RETRY_MAX_DELAY)
+        return latest if timezone.now() < calm_until else None
+    if not extra_starts_turn and same_oversized_turn(session, latest):
+        return latest
+    return None
+
+
+def same_oversized_turn(session: Session, latest: CompactionRun) -> bool:
+    """Whether the session's latest run was automatic and found nothing to compact, with today's
+    settings, and no user message has started a new turn since it was enqueued: another run would find
+    the same (SPEC §4.2: said once per turn). One small indexed query."""
+    if latest.state != State.SKIPPED:
+        return False
     outcome, compaction = latest.outcome, session.compaction_settings()
     if outcome.get("reason") != "nothing_to_compact" or "at_seq" not in latest.options:
-        return None
+        return False
     if (outcome.get("max_tokens"), outcome.get("keep_recent_tokens"), outcome.get("summarizer")) != (
         compaction.max_tokens, compaction.keep_recent_tokens, compaction.summarizer
     ):
-        return None
+        return False
     # The (session, role, seq) index answers this directly.
-    if session.messages.filter(role=Role.USER, seq__gt=latest.options["at_seq"]).exists():
-        return None
-    return latest
+    return not session.messages.filter(role=Role.USER, seq__gt=latest.options["at_seq"]).exists()
 
 
 def request_compaction(session: Session, actor: str, **options) -> CompactionRun:

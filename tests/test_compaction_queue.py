@@ -190,6 +190,14 @@ def test_a_failing_run_backs_off_then_fails_after_the_last_attempt(api, monkeypa
     assert compaction_events() == [STARTED, FAILED] * 3
     assert Session.objects.get(key="queued").failed_compactions == 3
 
+    # Failed for good: the next appends name that run instead of starting the cycle again at once...
+    assert append(api, [assistant(30, "Still here.")])["compaction"]["id"] == run.pk
+    assert CompactionRun.objects.count() == 1
+    # ...until CTXWEB_COMPACTION_RETRY_MAX_DELAY has passed.
+    CompactionRun.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(year=2000))
+    assert append(api, [assistant(30, "And still.")])["compaction"]["id"] != run.pk
+    assert CompactionRun.objects.count() == 2
+
 
 @pytest.mark.django_db
 def test_a_long_turn_with_nothing_to_compact_leaves_one_run_not_one_per_append(api):
