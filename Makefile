@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see README).
 export DEBUG ?= 1
 
-.PHONY: run test install migrate demo lint bench bench-quick reliability reliability-quick clean
+.PHONY: run worker test install migrate demo lint bench bench-quick reliability reliability-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,15 @@ migrate: install
 demo: migrate
 	$(BIN)/python manage.py demo_data
 
+# The background worker (compaction runs, imports) runs beside the server and stops with it.
 run: demo
+	$(BIN)/python manage.py compaction_worker --no-reload & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# Only the worker, for a server started some other way (README, "Background worker").
+worker: migrate
+	$(BIN)/python manage.py compaction_worker
 
 test: install
 	$(BIN)/python -m pytest

@@ -42,9 +42,12 @@ def call(port: int, method: str, path: str, body: bytes | None = None, secret: s
 class Server:
     """`gunicorn ctxweb.wsgi` on a free port of 127.0.0.1, with the benchmark's database."""
 
-    def __init__(self, database_url: str, workers: int, log_path: Path, env: dict | None = None):
+    def __init__(self, database_url: str, workers: int, log_path: Path, env: dict | None = None,
+                 task_workers: int = 1, timeout: int | None = 300):
         self.port = free_port()
+        self.timeout = timeout  # gunicorn's worker timeout; None: its default (30 s)
         self.workers = workers
+        self.task_workers = task_workers  # `manage.py compaction_worker` processes beside gunicorn
         self.log_path = log_path
         # Configured like a deployment (DEBUG off: no query log, no debug pages), on plain HTTP.
         self.env = {
@@ -58,10 +61,20 @@ class Server:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the server writes to it until stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "ctxweb.wsgi", "--bind", f"127.0.0.1:{self.port}",
-             "--workers", str(self.workers), "--timeout", "300", "--log-level", "warning"],
+             "--workers", str(self.workers), "--log-level", "warning",
+             *(("--timeout", str(self.timeout)) if self.timeout else ())],
             cwd=ROOT, env=self.env, stdout=log, stderr=log,
             start_new_session=True,  # its own process group, so kill() takes the workers down with it
         )
+        # The background workers, each in a process group of its own too: kill() takes them down as well.
+        self.task_processes = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "compaction_worker", "--no-reload", "--no-startup-delay",
+                 "--interval", "0.2", "--verbosity", "0"],
+                cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True,
+            )
+            for _ in range(self.task_workers)
+        ]
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -77,6 +90,15 @@ class Server:
         raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
+        for worker in getattr(self, "task_processes", ()):
+            if worker.poll() is None:
+                worker.terminate()  # finishes the task it is on, then exits
+        for worker in getattr(self, "task_processes", ()):
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(timeout=10)
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()
@@ -92,7 +114,12 @@ class Server:
         if self.process is None or self.process.poll() is not None:
             return
         os.killpg(self.process.pid, signal.SIGKILL)
+        for worker in getattr(self, "task_processes", ()):
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
         self.process.wait(timeout=20)
+        for worker in getattr(self, "task_processes", ()):
+            worker.wait(timeout=20)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

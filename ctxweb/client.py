@@ -207,11 +207,44 @@ class Compaction:
 
 
 @dataclass
+class CompactionRun:
+    """A compaction run on the server's background worker."""
+
+    id: int
+    status: str  # queued | running | completed | skipped | failed
+    trigger: str  # auto | request
+    attempts: int
+    max_attempts: int
+    created_at: datetime
+    url: str
+    last_error: str | None = None
+    run_after: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    outcome: Compaction | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "skipped", "failed")
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> CompactionRun | None:
+        if data is None:
+            return None
+        run = _build(cls, data)
+        for name in ("run_after", "started_at", "finished_at"):
+            if getattr(run, name):
+                setattr(run, name, _datetime(getattr(run, name)))
+        run.outcome = Compaction.from_json(data.get("outcome"))
+        return run
+
+
+@dataclass
 class AppendResult:
     session: str
     session_created: bool
     messages: list[AppendedMessage]
-    compaction: Compaction | None = None
+    compaction: CompactionRun | None = None  # the automatic run it enqueued; the append does not wait
 
     @property
     def stored_count(self) -> int:
@@ -392,7 +425,7 @@ class Client:
             session=data["session"],
             session_created=data["session_created"],
             messages=[_build(AppendedMessage, m) for m in data["messages"]],
-            compaction=Compaction.from_json(data.get("compaction")),
+            compaction=CompactionRun.from_json(data.get("compaction")),
         )
 
     def messages(self, key: str, after: int = 0, limit: int = 100) -> MessagePage:
@@ -438,14 +471,22 @@ class Client:
 
     def compact(self, key: str, *, force: bool = False, max_tokens: int | None = None,
                 keep_recent_tokens: int | None = None, summary: str | None = None,
-                summarizer: str | None = None) -> Compaction:
-        """Request compaction. Not retried: a repeated request could compact again."""
-        body = {"force": force}
+                summarizer: str | None = None, wait: bool = True) -> Compaction | CompactionRun:
+        """Request compaction. Not retried: a repeated request could compact again. The server runs it
+        on its worker and waits for it up to its bound: the outcome, or (past the bound, or with
+        wait=False) the run still under way, to follow with compaction_run()."""
+        body = {"force": force, "wait": wait}
         for name, value in (("max_tokens", max_tokens), ("keep_recent_tokens", keep_recent_tokens),
                             ("summary", summary), ("summarizer", summarizer)):
             if value is not None:
                 body[name] = value
-        return Compaction.from_json(self._request("POST", self._key(key) + "/compact", body)[1])
+        status, data = self._request("POST", self._key(key) + "/compact", body)
+        return CompactionRun.from_json(data) if status == 202 else Compaction.from_json(data)
+
+    def compaction_run(self, key: str, run_id: int) -> CompactionRun:
+        """A compaction run's state, attempts, last error, and outcome once finished."""
+        data = self._request("GET", f"{self._key(key)}/compactions/{int(run_id)}", retries=self.retries)[1]
+        return CompactionRun.from_json(data)
 
     def count_tokens(self, messages: list[dict]) -> TokenCount:
         """Tokens of an OpenAI-format message list, in total and per message."""

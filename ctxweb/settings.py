@@ -128,6 +128,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # needed; `python manage.py db_worker` runs the tasks (README, "Background worker").
 CTXWEB_TASKS_BACKEND = env_str("CTXWEB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend")
 TASKS = {"default": {"BACKEND": CTXWEB_TASKS_BACKEND}}
+# The switch for larger fleets: CTXWEB_TASKS_BACKEND=django_tasks_rq.RQBackend (pip install '.[rq]')
+# keeps the queue in Redis; workers are `manage.py rqworker --with-scheduler` plus one
+# `manage.py compaction_worker --sweep-only`.
+RQ_QUEUES = {"default": {"URL": env_str("CTXWEB_REDIS_URL", "redis://127.0.0.1:6379/0"), "DEFAULT_TIMEOUT": 900}}
+if CTXWEB_TASKS_BACKEND == "django_tasks_rq.RQBackend":
+    INSTALLED_APPS.append("django_rq")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -198,6 +204,20 @@ CTXWEB_COMPACTION_ABANDONED_AFTER = env_float("CTXWEB_COMPACTION_ABANDONED_AFTER
 # so a session that just crossed its threshold is compacted in one run, as before.
 CTXWEB_COMPACTION_RUN_MAX_TOKENS = env_int("CTXWEB_COMPACTION_RUN_MAX_TOKENS", 200_000)
 CTXWEB_COMPACTION_RUN_MAX_BYTES = env_int("CTXWEB_COMPACTION_RUN_MAX_BYTES", 4 * 1024 * 1024)
+# Compaction runs on the task queue (README "Background worker"). POST .../compact and POST
+# .../requests wait at most this long for a run (well under gunicorn's 30 s worker timeout); past it
+# /compact answers 202 with the run's id, and /requests the current input.
+CTXWEB_COMPACTION_WAIT_SECONDS = env_float("CTXWEB_COMPACTION_WAIT_SECONDS", 20.0)
+# A running attempt holds its run for this long and its worker renews it every third of it; a run
+# whose lease has passed was cut off (worker killed) and the sweep puts it back in the queue.
+CTXWEB_COMPACTION_LEASE_SECONDS = env_float("CTXWEB_COMPACTION_LEASE_SECONDS", 30.0)
+# How often `compaction_worker` sweeps for such runs.
+CTXWEB_COMPACTION_SWEEP_INTERVAL = env_float("CTXWEB_COMPACTION_SWEEP_INTERVAL", 15.0)
+# A failing automatic run is retried after CTXWEB_COMPACTION_RETRY_DELAY seconds, doubling each
+# attempt up to CTXWEB_COMPACTION_RETRY_MAX_DELAY, and fails for good after this many attempts.
+CTXWEB_COMPACTION_MAX_ATTEMPTS = env_int("CTXWEB_COMPACTION_MAX_ATTEMPTS", 5)
+CTXWEB_COMPACTION_RETRY_DELAY = env_float("CTXWEB_COMPACTION_RETRY_DELAY", 10.0)
+CTXWEB_COMPACTION_RETRY_MAX_DELAY = env_float("CTXWEB_COMPACTION_RETRY_MAX_DELAY", 600.0)
 
 # The `openai` summarizer: any OpenAI-compatible Chat Completions endpoint.
 CTXWEB_OPENAI_BASE_URL = env_str("CTXWEB_OPENAI_BASE_URL", "https://api.openai.com/v1")

@@ -5,21 +5,23 @@ import binascii
 from datetime import datetime
 
 from django.db.models import Q
-from ninja import Query, Router
+from ninja import Path, Query, Router
 from ninja.responses import Status
 from pydantic_core import PydanticCustomError
 
 from . import schemas as s
 from .append import append_messages
-from .compaction import compact, compact_if_needed
-from .errors import DomainError
+from .compaction import compact_if_needed
+from .compaction_runs import request_compaction as enqueue_requested_compaction
+from .compaction_runs import run_outcome, wait_for
+from .errors import DomainError, NotFound
 from .events import actor
 from .exports import export_response
 from .formats import model_input_response
 from .listing import SessionFilters, find_sessions
 from .message_edits import update_message
 from .model_input import build_model_input
-from .models import Session
+from .models import CompactionRun, Session
 from .next_request import build_request
 from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
@@ -67,6 +69,11 @@ def message_links(seq: str) -> dict:
     }
 
 
+def run_link(run_id: str) -> dict:
+    """To the compaction run a response names."""
+    return link("compaction_run", key="$request.path.key", run_id=run_id)
+
+
 def links(*statuses: int, **named: dict) -> dict:
     """openapi_extra for an operation whose `statuses` responses carry these links."""
     return {"responses": {status: {"links": named} for status in statuses}}
@@ -74,14 +81,6 @@ def links(*statuses: int, **named: dict) -> dict:
 
 def project(request):
     return request.auth.project
-
-
-# --- outcomes as response objects ----------------------------------------------------------------
-
-
-def compaction_outcome(outcome):
-    """The outcome a response reports: a run that happened, or nothing."""
-    return outcome if outcome is not None and outcome.ran else None
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -140,17 +139,20 @@ def list_sessions(
 
 @router.post("/sessions/{key}/messages", response={200: s.AppendOut, **WRITE_ERRORS},
               summary="Append a batch of messages (all or nothing)",
-              openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
+              openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq"),
+                                  GetCompactionRun=run_link("$response.body#/compaction/id")))
 def append(request, key: str, body: s.AppendIn):
     check_key(key)
     result = append_messages(project(request), key, body.messages, actor(request), fmt=body.format,
                              system=body.system)
-    outcome = compact_if_needed(result.session, actor(request)) if result.stored_count else None
+    run = compact_if_needed(result.session, actor(request)) if result.stored_count else None
+    if run is not None:
+        run.refresh_from_db()  # a worker may have taken it on already
     return {
         "session": result.session.key,
         "session_created": result.session_created,
         "messages": result.messages,
-        "compaction": compaction_outcome(outcome),
+        "compaction": run,
     }
 
 
@@ -185,22 +187,34 @@ def model_input(
     return model_input_response(build_model_input(session, as_of=as_of), format)
 
 
-@router.post("/sessions/{key}/compact", response={200: s.CompactionOut, **ERRORS}, summary="Request compaction",
-             openapi_extra=links(200, **session_links(),
-                                 GetModelInputAsOf=link("model_input", key="$request.path.key",
-                                                        as_of="$response.body#/checkpoint/created_at_seq")))
+@router.post("/sessions/{key}/compact", response={200: s.CompactionOut, 202: s.CompactionRunOut, **WRITE_ERRORS},
+             summary="Request compaction; it runs on a background worker, waited for up to a bound",
+             openapi_extra={"responses": {
+                 **links(200, **session_links(),
+                         GetModelInputAsOf=link("model_input", key="$request.path.key",
+                                                as_of="$response.body#/checkpoint/created_at_seq"))["responses"],
+                 **links(202, GetCompactionRun=run_link("$response.body#/id"))["responses"]}})
 def request_compaction(request, key: str, body: s.CompactIn):
     session = get_session(project(request), key)
-    outcome = compact(
-        session,
-        force=body.force,
-        max_tokens=body.max_tokens,
-        keep_recent_tokens=body.keep_recent_tokens,
-        summary=body.summary,
-        summarizer=body.summarizer,
-        actor=actor(request),
-    )
-    return compaction_outcome(outcome)
+    run = enqueue_requested_compaction(session, actor(request), **body.model_dump(exclude={"wait"}, exclude_none=True))
+    if body.wait:
+        run = wait_for(run)
+    else:
+        run.refresh_from_db()
+    if run.state in CompactionRun.ACTIVE:
+        return Status(202, run)
+    return run_outcome(run)
+
+
+@router.get("/sessions/{key}/compactions/{run_id}", response={200: s.CompactionRunOut, **ERRORS},
+            summary="One compaction run: its state, attempts, last error, and outcome when finished",
+            openapi_extra=links(200, **session_links()))
+def compaction_run(request, key: str, run_id: int = Path(..., ge=1, le=9_000_000_000_000_000_000)):
+    session = get_session(project(request), key)
+    run = CompactionRun.objects.filter(session=session, pk=run_id).select_related("session").first()
+    if run is None:
+        raise NotFound(f"no compaction run {run_id} in session {key!r}")
+    return run
 
 
 @router.post("/tokens", response={200: s.TokensOut, **ERRORS}, summary="Count tokens of an OpenAI-format message list")
@@ -212,7 +226,8 @@ def count_tokens(request, body: s.TokensIn):
 @router.post("/sessions/{key}/requests", response={200: s.RequestOut, **WRITE_ERRORS},
              summary="Build the next request: store messages, compact if needed, return the model input",
              openapi_extra=links(200, **session_links(), **message_links("$response.body#/stored/0/seq"),
-                                 CountTokens=link("count_tokens", {"messages": "$response.body#/model_input/messages"})))
+                                 CountTokens=link("count_tokens", {"messages": "$response.body#/model_input/messages"}),
+                                 GetCompactionRun=run_link("$response.body#/compaction/id")))
 def build_next_request(request, key: str, body: s.RequestIn):
     check_key(key)
     built = build_request(
@@ -222,7 +237,8 @@ def build_next_request(request, key: str, body: s.RequestIn):
     return {
         "model_input": model_input_response(built.model_input, body.format),
         "stored": built.appended.messages if built.appended else [],
-        "compaction": compaction_outcome(built.compaction),
+        "compaction": built.compaction,
+        "compaction_in_progress": built.compaction_in_progress,
         "event_id": built.event.pk,
     }
 

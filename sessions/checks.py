@@ -48,3 +48,14 @@ def check_auth_failure_limits(app_configs, **kwargs):
         + _at_least("CTXWEB_AUTH_FAILURE_WINDOW", 1, "ctxweb.E011", " second")
         + _at_least("CTXWEB_TRUSTED_PROXY_COUNT", 0, "ctxweb.E012")
     )
+
+
+@register()
+def check_compaction_queue(app_configs, **kwargs):
+    errors = _at_least("CTXWEB_COMPACTION_MAX_ATTEMPTS", 1, "ctxweb.E020")
+    for name, check_id in (("CTXWEB_COMPACTION_WAIT_SECONDS", "ctxweb.E021"), ("CTXWEB_COMPACTION_RETRY_DELAY", "ctxweb.E022")):
+        errors += _at_least(name, 0, check_id)
+    for name, check_id in (("CTXWEB_COMPACTION_LEASE_SECONDS", "ctxweb.E023"), ("CTXWEB_COMPACTION_SWEEP_INTERVAL", "ctxweb.E024")):
+        if getattr(settings, name) <= 0:
+            errors.append(Error(f"{name} must be more than 0 seconds.", id=check_id))
+    return errors

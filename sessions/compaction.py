@@ -9,6 +9,7 @@ runs from the same base cannot both succeed. Raw messages are never changed.
 """
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -400,10 +401,27 @@ def _read_covered(session: Session, plan: Plan) -> list[Message]:
     return [message for message in rows if message.seq in wanted]
 
 
+def run_closed(session_id: int, started: Event) -> bool:
+    """Whether the run that `started` began has its terminal event."""
+    return Event.objects.filter(session_id=session_id, type__in=TERMINAL, pk__gt=started.pk, data__run=started.pk).exists()
+
+
+def closed_meanwhile(session: Session, started: Event, plan: Plan) -> Outcome | None:
+    """When run `started` was closed by someone else while it worked (the queue's sweep judged its
+    worker dead, or close_abandoned_runs found it too old), the outcome that records nothing more: every
+    COMPACTION_STARTED keeps exactly one terminal event. Call under the session's row lock."""
+    if not run_closed(session.pk, started):
+        return None
+    return Outcome("failed", plan, error="this run was closed as interrupted while it worked; nothing changed",
+                   events=[started])
+
+
 def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_pk)
+        if (fenced := closed_meanwhile(session, started, plan)) is not None:
+            return fenced
         event = record(session, actor, CompactionFailed(**_figures(trigger, plan), error=error, run=started.pk))
         Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
     return Outcome("failed", plan, error=error, events=[started, event])
@@ -421,6 +439,7 @@ def compact(
     actor: str = "system",
     extra_tokens: int = 0,
     extra_starts_turn: bool = False,
+    on_started: Callable[[Event], None] | None = None,
 ) -> Outcome:
     """Run compaction on `session`. Automatic runs below the threshold record nothing.
 
@@ -432,6 +451,9 @@ def compact(
     first, and reads only the messages it covers; `outcome.plan.budget_reached` says that more is left
     for another run (work_off_backlog runs them). A supplied `summary` is not held to the budget: it
     stands for everything the rules would cover, and no message is read to make it.
+
+    `on_started` is called with the COMPACTION_STARTED event in the transaction that records it (a
+    queued run links its attempt to it there, so a killed run can be closed).
     """
     compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
     if summary is not None:
@@ -458,6 +480,8 @@ def compact(
             # otherwise record the same pair again.
             return Outcome("not_run", plan, reason="nothing_to_compact")
         started = record(session, actor, CompactionStarted(**_figures(trigger, plan)))
+        if on_started is not None:
+            on_started(started)
         skip = None
         if trigger != AUTO and not force and not plan.over_threshold:
             skip = "under_threshold"
@@ -486,6 +510,8 @@ def compact(
     # 3. Create the checkpoint, unless the summary is not smaller than what it replaces.
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
+        if (fenced := closed_meanwhile(session, started, plan)) is not None:
+            return fenced
         if summary_tokens >= plan.replaced_tokens:
             event = record(session, actor, CompactionSkipped(
                 **_figures(trigger, plan), reason="not_smaller", summary_tokens=summary_tokens,
@@ -547,12 +573,24 @@ def work_off_backlog(session: Session, *, max_runs: int | None = None, **options
     return outcomes
 
 
-def compact_if_needed(
-    session: Session, actor: str = "system", extra_tokens: int = 0, extra_starts_turn: bool = False
-) -> Outcome | None:
-    """Automatic compaction after appends and request builds, when the session has it on and its
-    model input is over max_tokens."""
+def needs_auto_compaction(session: Session, extra_tokens: int = 0) -> bool:
+    """Whether automatic compaction is on for `session` and its model input (plus a request's
+    unpersisted tokens) is over max_tokens. From stored figures only."""
     compaction = session.compaction_settings()
-    if not compaction.auto or session.input_tokens + extra_tokens <= compaction.max_tokens:
+    return compaction.auto and session.input_tokens + extra_tokens > compaction.max_tokens
+
+
+def compact_if_needed(session: Session, actor: str = "system", extra_tokens: int = 0, extra_starts_turn: bool = False):
+    """Automatic compaction after appends and request builds, when the session has it on and its
+    model input is over max_tokens: enqueued for a worker of the task queue, never run here. Returns
+    the session's queued or running CompactionRun (one per session), or None when none is needed."""
+    if not needs_auto_compaction(session, extra_tokens):
         return None
-    return compact(session, trigger=AUTO, actor=actor, extra_tokens=extra_tokens, extra_starts_turn=extra_starts_turn)
+    from .compaction_runs import enqueue_compaction, latest_auto_run_to_keep
+
+    if (latest := latest_auto_run_to_keep(session, extra_starts_turn)) is not None:
+        return latest
+    run, _ = enqueue_compaction(session, trigger=AUTO, actor=actor, options={
+        "extra_tokens": extra_tokens, "extra_starts_turn": extra_starts_turn, "at_seq": session.message_count,
+    })
+    return run

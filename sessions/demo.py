@@ -227,11 +227,14 @@ def load_demo(stdout=None) -> bool:
         "compaction": {"max_tokens": 6000, "keep_recent_tokens": 2000, "auto": True},
     }, ACTOR)
     from .compaction import compact_if_needed
+    from .compaction_runs import run_compaction
 
     messages = long_run_messages(count)
     for start in range(0, count, 200):
         result = append_messages(project, "long-agent-run", messages[start:start + 200], ACTOR)
-        compact_if_needed(result.session, ACTOR)
+        run = compact_if_needed(result.session, ACTOR)
+        if run is not None:
+            run_compaction.call(run.pk)  # done here, as a worker would, so the demo shows each drop
 
     say("Creating project support-bots with two sessions…")
     bots = Project.objects.get_or_create(name="support-bots", defaults={"title": "Support bots"})[0]

@@ -176,8 +176,8 @@ class RequestBuilt(EventData):
     summary_tokens: int
     unpersisted: UnpersistedMessages = Field(description="messages sent but not stored: by count and tokens")
     omitted: list[OmittedMessage]
-    compaction: Literal["completed", "skipped", "failed", "not_run"] | None = Field(
-        description="the automatic compaction the request ran first, if any"
+    compaction: Literal["queued", "running", "completed", "skipped", "failed", "not_run"] | None = Field(
+        description="the state of the automatic compaction the request waited for, if any (not_run: before runs were queued)"
     )
 
 

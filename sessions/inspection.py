@@ -355,6 +355,7 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
         "input": input_window(session, layout, checkpoints),
         "compaction": compaction,
         "meter": meter(layout.tokens, compaction, oversized_turn(layout, compaction)),
+        "compaction_run": session.compaction_runs.order_by("-pk").first(),
     }
 
 

@@ -351,3 +351,63 @@ class AuthFailure(models.Model):
 
     def __str__(self):
         return f"{self.scope} failure from {self.address}"
+
+
+class CompactionRun(models.Model):
+    """One compaction of a session, done by a worker of the task queue (sessions/compaction_runs.py).
+
+    At most one run per session is queued or running at a time (a partial unique constraint), so a
+    burst of appends enqueues one. A run that fails or is cut off by a killed worker goes back to
+    `queued` with a later `run_after`, up to CTXWEB_COMPACTION_MAX_ATTEMPTS attempts; each attempt
+    records its own COMPACTION_STARTED and exactly one terminal event."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        SKIPPED = "skipped"
+        FAILED = "failed"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_runs")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    trigger = models.CharField(max_length=10, default="auto")  # "auto" | "request"
+    actor = models.CharField(max_length=200, default="system")
+    # What compact() is called with: force, max_tokens, keep_recent_tokens, summary, summarizer,
+    # extra_tokens, extra_starts_turn.
+    options = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    # The current attempt holds the run until this time; its worker moves it on while alive.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    run_after = models.DateTimeField(null=True, blank=True)  # a retry waits until then
+    task_id = models.CharField(max_length=64, blank=True, default="")  # the task queue's id of its task
+    started_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.JSONField(default=dict, blank=True)  # Outcome.figures() of the last attempt
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"], condition=Q(state__in=["queued", "running"]), name="one_active_compaction_run_per_session"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["session", "-id"], name="compaction_run_session"),
+            # The sweep looks for running runs whose lease has passed.
+            models.Index(fields=["state", "lease_expires_at"], name="compaction_run_lease"),
+        ]
+
+    def __str__(self):
+        return f"compaction run {self.pk} of {self.session_id}: {self.state}"
+
+    @property
+    def active(self) -> bool:
+        return self.state in self.ACTIVE
+
+    @property
+    def max_attempts(self) -> int:
+        return settings.CTXWEB_COMPACTION_MAX_ATTEMPTS

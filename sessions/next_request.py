@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from .append import AppendResult, Batch, append_messages, parse_batch
-from .compaction import Outcome, compact_if_needed
+from .compaction import compact_if_needed
+from .compaction_runs import wait_for
 from .event_types import RequestBuilt
 from .events import event_data, record
 from .formats import check_something_to_send
 from .model_input import ModelInput, build_model_input, summary_message_text, visible_messages
-from .models import Checkpoint, Event, EventType, Message, Project, Role, Session
+from .models import Checkpoint, CompactionRun, Event, EventType, Message, Project, Role, Session
 from .session_store import get_or_create_locked, update_session
 
 
@@ -20,7 +21,8 @@ from .session_store import get_or_create_locked, update_session
 class BuiltRequest:
     model_input: ModelInput
     appended: AppendResult | None
-    compaction: Outcome | None
+    compaction: CompactionRun | None  # the automatic compaction this request needed
+    compaction_in_progress: bool  # ... and it had not finished when the input was built
     event: Event
 
 
@@ -46,8 +48,13 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
             check_something_to_send(build_model_input(session, extra_messages=unpersisted), fmt)
     extra_tokens = sum(m.tokens for m in unpersisted)
     starts_turn = any(m.role == Role.USER for m in unpersisted)
+    # Enqueued like an append's, then waited for up to CTXWEB_COMPACTION_WAIT_SECONDS: past that
+    # the request gets the current input, and says a compaction is in progress.
     compaction = compact_if_needed(session, actor, extra_tokens, starts_turn)
+    in_progress = False
     if compaction is not None:
+        compaction = wait_for(compaction)
+        in_progress = compaction.state in CompactionRun.ACTIVE
         session.refresh_from_db()
     model_input = build_model_input(session, extra_messages=unpersisted)
     check_something_to_send(model_input, fmt)
@@ -63,9 +70,9 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
         summary_tokens=model_input.checkpoint.summary_tokens if model_input.checkpoint else 0,
         unpersisted={"count": len(unpersisted), "tokens": extra_tokens},
         omitted=[o.as_dict() for o in model_input.omitted],
-        compaction=compaction.status if compaction else None,
+        compaction=compaction.state if compaction else None,
     ))
-    return BuiltRequest(model_input, appended, compaction, event)
+    return BuiltRequest(model_input, appended, compaction, in_progress, event)
 
 
 SENT_WINDOW = 500

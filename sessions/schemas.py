@@ -330,6 +330,9 @@ class CompactIn(Strict):
     force: StrictBool = False
     summary: Text | None = Field(None, description="use this summary text instead of a summarizer")
     summarizer: SummarizerName | None = None
+    wait: StrictBool = Field(True, description=(
+        "wait for the run to finish, at most CTXWEB_COMPACTION_WAIT_SECONDS (default 20); when it has not "
+        "finished by then, or with wait=false, the answer is 202 with the run, readable at its url"))
 
 
 class TokensIn(BaseModel):
@@ -553,6 +556,39 @@ class CompactionOut(Schema):
         return outcome.plan.budget_reached if outcome.checkpoint is not None else None
 
 
+class CompactionRunOut(Schema):
+    """A compaction run on the task queue (sessions.models.CompactionRun): done by a background worker."""
+
+    id: int
+    status: Literal["queued", "running", "completed", "skipped", "failed"] = Field(alias="state")
+    trigger: Literal["auto", "request"]
+    attempts: int = Field(description=(
+        "attempts started so far. A failed automatic run is retried after a backoff; any run whose worker was "
+        "lost (killed) is retried"))
+    max_attempts: int
+    last_error: str | None = Field(None, description="why the last attempt failed or was cut off")
+    run_after: datetime | None = Field(None, description="a queued retry waits until then")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    url: str = Field(description="GET it for the run's state")
+    outcome: CompactionOut | None = Field(None, description="the last attempt's outcome, once it has one")
+
+    @staticmethod
+    def resolve_last_error(run) -> str | None:
+        return run.last_error or None
+
+    @staticmethod
+    def resolve_url(run) -> str:
+        return f"/api/v1/sessions/{run.session.key}/compactions/{run.pk}"
+
+    @staticmethod
+    def resolve_outcome(run):
+        from .compaction_runs import run_outcome
+
+        return run_outcome(run)
+
+
 class AppendedOut(Schema):
     index: int
     seq: int | None
@@ -566,7 +602,9 @@ class AppendOut(Schema):
     session: str
     session_created: bool
     messages: list[AppendedOut]
-    compaction: CompactionOut | None = Field(None, description="automatic compaction run after the append")
+    compaction: CompactionRunOut | None = Field(None, description=(
+        "the session's automatic compaction run, enqueued (or already queued) because the model input is over "
+        "max_tokens; null when none is needed. The append does not wait for it"))
 
 
 class OmittedOut(Schema):
@@ -622,5 +660,9 @@ class TokensOut(Schema):
 class RequestOut(Schema):
     model_input: ModelInputOut
     stored: list[AppendedOut]
-    compaction: CompactionOut | None = None
+    compaction: CompactionRunOut | None = Field(None, description=(
+        "the automatic compaction this request needed, waited for up to CTXWEB_COMPACTION_WAIT_SECONDS"))
+    compaction_in_progress: bool = Field(False, description=(
+        "a compaction of the session had not finished when the request was built: the model input is the "
+        "current one, not yet compacted"))
     event_id: int

@@ -12,7 +12,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from . import access
 from .api_keys import create_api_key, keys_of, revoke
-from .compaction import compact
+from .compaction_runs import request_compaction, run_outcome, wait_for
 from .errors import DomainError
 from .events import actor, newest_events
 from .exports import export_response
@@ -225,7 +225,17 @@ def _back(request, url):
 @require_POST
 def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key, "compact")
-    outcome = compact(session, force=bool(request.POST.get("force")), actor=actor(request))
+    try:
+        run = request_compaction(session, actor(request), force=bool(request.POST.get("force")))
+    except DomainError as exc:
+        flash.error(request, f"Not compacted: {exc.detail}")
+        return _back(request, session_url(session))
+    run = wait_for(run)
+    outcome = run_outcome(run)
+    if outcome is None:
+        flash.info(request, f"Compaction run {run.pk} is {run.state} on the background worker; this page shows "
+                            "its state, and its checkpoint when it is done.")
+        return _back(request, session_url(session))
     figures = outcome.figures()
     if outcome.status == "completed":
         flash.success(request, f"Compaction completed: checkpoint {outcome.checkpoint.pk} covers messages "

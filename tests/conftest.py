@@ -9,9 +9,38 @@ from sessions.models import Project
 from tests.openai_stub import OpenAIStub
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """On SQLite the test database is a file, not memory, so that a worker process forked by the queue
+    tests (tests/workers.py) opens the same database."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("database") / "test_ctxweb.sqlite3")
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+IMMEDIATE_TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+DATABASE_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+
+@pytest.fixture(autouse=True)
+def instant_worker(request, settings, monkeypatch):
+    """Background tasks run at once, as if the worker were instantly fast: django-tasks' immediate
+    backend, and the enqueue that waits for the commit made at once (a test's transaction never
+    commits). So an append that needs compaction answers with its run already finished, as most tests
+    expect. Tests of the queue itself are marked `real_queue`: the database backend and a real worker
+    (tests/test_compaction_queue.py)."""
+    if request.node.get_closest_marker("real_queue"):
+        settings.TASKS = DATABASE_TASKS
+        return
+    settings.TASKS = IMMEDIATE_TASKS
+    monkeypatch.setattr("sessions.compaction_runs.after_commit", lambda function: function())
 
 
 # A brute-force limit low enough for tests to reach (sessions/throttle.py).

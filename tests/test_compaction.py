@@ -11,6 +11,7 @@ from django.db import connection
 
 from sessions.append import append_messages
 from sessions.compaction import compact, compact_if_needed, current_turn, oversized_turn
+from sessions.compaction_runs import run_outcome
 from sessions.formats import to_openai
 from sessions.model_input import build_model_input, layout_model_input, stored_layout, summary_message_text
 from sessions.models import Checkpoint, Event, Message, Session
@@ -122,13 +123,24 @@ def two_old_turns_and_a_question(append, key):
 # --- when compaction runs ------------------------------------------------------------------------
 
 
+def auto_compaction(session):
+    """What an append does after storing its messages: enqueue automatic compaction when it is needed.
+    The instant test worker (tests/conftest.py) runs it at once; this is the finished run's outcome."""
+    run = compact_if_needed(session)
+    if run is None:
+        return None
+    run.refresh_from_db()
+    assert run.state not in ("queued", "running")
+    return run_outcome(run)
+
+
 def test_automatic_compaction_does_not_run_at_the_threshold_and_records_nothing(project, append, summarizer):
     session = two_old_turns_and_a_question(append, "at-threshold")
     assert model_input(session).tokens == input_tokens(200, 200, 30) == 433
     configure(project, "at-threshold", max_tokens=433, keep_recent_tokens=50)
     events_before = Event.objects.filter(session=session).count()
 
-    outcome = compact_if_needed(fresh(session))
+    outcome = auto_compaction(fresh(session))
     direct = compact(fresh(session), trigger="auto")
 
     assert outcome is None or outcome.status == "not_run"
@@ -143,7 +155,7 @@ def test_automatic_compaction_runs_one_token_over_the_threshold(project, append,
     session = two_old_turns_and_a_question(append, "over-threshold")
     configure(project, "over-threshold", max_tokens=432, keep_recent_tokens=50)
 
-    outcome = compact_if_needed(fresh(session))
+    outcome = auto_compaction(fresh(session))
 
     assert outcome is not None and outcome.status == "completed"
     assert event_types(session) == [STARTED, COMPLETED]
@@ -488,7 +500,7 @@ def test_one_oversized_current_turn_with_no_history_is_skipped_without_summarizi
     configure(project, "oversized", max_tokens=400, keep_recent_tokens=100)
     stored = raw_log(session)
 
-    outcome = compact_if_needed(fresh(session))
+    outcome = auto_compaction(fresh(session))
 
     assert outcome is not None
     assert (outcome.status, outcome.reason) == ("skipped", "nothing_to_compact")
@@ -511,7 +523,7 @@ def test_one_oversized_current_turn_with_history_covers_the_history_and_stays_ov
     ]).session
     configure(project, "oversized-history", max_tokens=500, keep_recent_tokens=100)
 
-    outcome = compact_if_needed(fresh(session))
+    outcome = auto_compaction(fresh(session))
 
     assert outcome is not None and outcome.status == "completed"
     assert outcome.checkpoint.last_seq == 4
@@ -546,7 +558,7 @@ def agent_run_steps() -> list[list[dict]]:
 def append_and_compact(project, key, messages):
     """What POST .../messages does: store the batch, then compact if needed."""
     result = append_messages(project, key, messages)
-    return compact_if_needed(result.session)
+    return auto_compaction(result.session)
 
 
 def skips(session) -> list[dict]:
@@ -1070,8 +1082,9 @@ def test_an_unpersisted_question_is_the_current_turn_so_the_stored_turns_can_be_
     append("pending", [user(100, "What is the refund policy for damaged items?"),
                        assistant(103, "Damaged items are refunded in full within 30 days of delivery.")])
     built = build_request(project, "pending", messages=[user(120, "And for items bought on sale?", persist=False)])
-    assert built.compaction is not None and built.compaction.status == "completed"
-    assert (built.compaction.checkpoint.first_seq, built.compaction.checkpoint.last_seq) == (1, 2)
+    assert built.compaction is not None and built.compaction.state == "completed"
+    checkpoint = run_outcome(built.compaction).checkpoint
+    assert (checkpoint.first_seq, checkpoint.last_seq) == (1, 2)
     entries = built.model_input.entries
     assert [e.kind for e in entries] == ["summary", "request"]
     assert built.model_input.tokens < 3 + 100 + 103 + 120

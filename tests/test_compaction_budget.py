@@ -336,3 +336,29 @@ def test_a_real_transcript_is_worked_off_in_whole_turns_and_its_model_input_stay
     # What is left over max_tokens is the current turn, which no run may cover.
     left = plan_compaction(fresh(session), resolve_settings(fresh(session)), budget=RunBudget.from_settings())
     assert left.last_seq is None
+
+
+def test_with_automatic_compaction_on_the_queue_works_off_a_backlog_run_after_run(
+    project, append, summarizer, small_budget
+):
+    """A session whose backlog was imported with automatic compaction off, then turned on: the next
+    append enqueues one run; each completed run that its budget cut short enqueues the next, until the
+    input is under max_tokens (the worker here is instant, tests/conftest.py)."""
+    from sessions.api_keys import create_api_key
+    from sessions.models import CompactionRun
+    from tests.api.conftest import Api
+
+    session = backlog(project, append, "queued-backlog", turns=11)
+    api = Api(create_api_key(project, "backlog")[1])
+    api.put("/sessions/queued-backlog", {"compaction": {"auto": True}})
+
+    response = api.post("/sessions/queued-backlog/messages", {"messages": [assistant(20, "an answer")]})
+
+    assert response.status_code == 200 and response.json()["compaction"]["status"] == "completed"
+
+    runs = list(CompactionRun.objects.filter(session=session).order_by("pk"))
+    assert [run.state for run in runs] == ["completed"] * 3
+    assert [run.outcome["budget_reached"] for run in runs] == [True, True, True]
+    assert [run.outcome["still_over_threshold"] for run in runs] == [True, True, False]
+    assert event_types(session) == ["COMPACTION_STARTED", "COMPACTION_COMPLETED"] * 3
+    assert fresh(session).input_tokens == build_model_input(fresh(session)).tokens <= 1000

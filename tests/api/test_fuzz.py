@@ -65,7 +65,8 @@ def test_the_schema_lists_every_endpoint():
         "PUT /api/v1/sessions/{key}", "GET /api/v1/sessions/{key}", "GET /api/v1/sessions",
         "POST /api/v1/sessions/{key}/messages", "GET /api/v1/sessions/{key}/messages",
         "PATCH /api/v1/sessions/{key}/messages/{seq}", "GET /api/v1/sessions/{key}/model-input",
-        "POST /api/v1/sessions/{key}/compact", "POST /api/v1/tokens", "POST /api/v1/sessions/{key}/requests",
+        "POST /api/v1/sessions/{key}/compact", "GET /api/v1/sessions/{key}/compactions/{run_id}",
+        "POST /api/v1/tokens", "POST /api/v1/sessions/{key}/requests",
         "GET /api/v1/sessions/{key}/checkpoints", "GET /api/v1/sessions/{key}/events",
         "GET /api/v1/sessions/{key}/export",
     }

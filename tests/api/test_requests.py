@@ -123,9 +123,9 @@ def test_it_compacts_automatically_when_the_request_crosses_max_tokens(api, near
     response = build(api, {"messages": [assistant(60, "The Marquis of Pombal.")]}, key="near")
 
     body = response.json()
-    assert body["compaction"]["status"] == "completed"
-    assert body["compaction"]["events"][0]["data"]["trigger"] == "auto"
-    checkpoint = body["compaction"]["checkpoint"]
+    assert body["compaction"]["status"] == "completed" and body["compaction_in_progress"] is False
+    assert body["compaction"]["outcome"]["events"][0]["data"]["trigger"] == "auto"
+    checkpoint = body["compaction"]["outcome"]["checkpoint"]
     assert checkpoint["last_seq"] == 2
     model_input = body["model_input"]
     assert model_input["checkpoint"]["id"] == checkpoint["id"]
@@ -143,7 +143,7 @@ def test_unpersisted_messages_count_towards_the_threshold_and_stay_in_the_reques
 
     body = response.json()
     assert body["compaction"]["status"] == "completed"
-    assert body["compaction"]["tokens_before"] == 313
+    assert body["compaction"]["outcome"]["tokens_before"] == 313
     assert body["model_input"]["messages"][-1] == {"role": "assistant", "content": body["model_input"]["messages"][-1][
         "content"]}
     assert body["model_input"]["messages"][-1]["content"].startswith(SECRET)

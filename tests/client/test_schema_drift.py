@@ -17,6 +17,7 @@ READS = {
     client.Checkpoint: "CheckpointOut",
     client.EventPage: "EventListOut",
     client.Compaction: "CompactionOut",
+    client.CompactionRun: "CompactionRunOut",
     client.Message: "MessageOut",
     client.MessagePage: "MessagePageOut",
     client.Omission: "OmittedOut",

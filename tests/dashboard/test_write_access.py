@@ -24,6 +24,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import URLResolver, get_resolver
 
 from sessions.api_keys import create_api_key
+from sessions.compaction_runs import request_compaction
 from sessions.models import AuthFailure, Membership, Project
 from sessions.next_request import build_request
 from sessions.notes import add_note
@@ -57,6 +58,7 @@ class World:
         self.api_key, _ = create_api_key(project, "app")
         self.request_event = build_request(project, story.session.key, messages=[
             {"role": "user", "content": "not stored", "persist": False}]).event
+        self.compaction_run = request_compaction(story.session, "test")  # done by the instant test worker
         AuthFailure.objects.create(address="192.0.2.1", scope=AuthFailure.Scope.LOGIN)
         self.other_session = other_session
         self.params = {
@@ -68,6 +70,7 @@ class World:
             "fmt": "json",
             "note_id": self.note.pk,
             "key_id": self.api_key.pk,
+            "run_id": self.compaction_run.pk,
         }
 
     def client(self, user=None, **defaults):

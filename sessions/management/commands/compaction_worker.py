@@ -1,0 +1,53 @@
+"""The background worker: django-tasks-db's `db_worker`, plus the sweep that keeps compaction runs
+alive (sessions/compaction_runs.py): at start, and every CTXWEB_COMPACTION_SWEEP_INTERVAL seconds,
+runs cut off by a killed worker go back to the queue. Run as many as you like, on as many machines as
+you like, against one database: a run is claimed by one of them only."""
+
+import logging
+import os
+import threading
+
+from django.conf import settings
+from django.db import connection
+from django.utils.autoreload import DJANGO_AUTORELOAD_ENV
+from django_tasks_db.management.commands import db_worker
+
+from sessions.compaction_runs import sweep_compaction_runs
+
+logger = logging.getLogger("sessions.compaction_runs")
+
+
+def sweep_forever(stopped: threading.Event) -> None:
+    while True:
+        try:
+            acted = sweep_compaction_runs()
+            if acted:
+                logger.warning("compaction sweep: %d run(s) put back in the queue", acted)
+        except Exception:  # a locked or lost database: try again at the next interval
+            logger.exception("compaction sweep failed")
+        finally:
+            connection.close()
+        if stopped.wait(settings.CTXWEB_COMPACTION_SWEEP_INTERVAL):
+            return
+
+
+class Command(db_worker.Command):
+    help = "Run the background worker (tasks of the database backend) with the compaction-run sweep"
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--sweep-only", action="store_true",
+                            help="only sweep compaction runs (beside a worker of another backend, e.g. RQ)")
+
+    def handle(self, *args, sweep_only: bool = False, **options):
+        reloading_parent = options.get("reload") and not options.get("batch") and os.environ.get(DJANGO_AUTORELOAD_ENV) != "true"
+        stopped = threading.Event()
+        if sweep_only:
+            sweep_forever(stopped)
+            return
+        if not reloading_parent:  # the reloader's child process does the work
+            threading.Thread(target=sweep_forever, args=(stopped,), name="compaction-sweep", daemon=True).start()
+        try:
+            super().handle(*args, **options)
+        finally:
+            stopped.set()

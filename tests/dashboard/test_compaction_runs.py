@@ -1,0 +1,70 @@
+"""The session page shows the session's latest compaction run: its state, attempts and last error, so
+a run that keeps failing is seen with why; "Compact now" goes through the background worker."""
+
+import pytest
+from django.urls import reverse
+
+from sessions.append import append_messages
+from sessions.compaction import compact_if_needed
+from sessions.compaction_runs import sweep_compaction_runs
+from sessions.models import CompactionRun
+from sessions.session_store import update_session
+from sessions.summarizers import SUMMARIZERS
+from tests.builders import assistant, user
+
+from .conftest import session_url
+from .dom import parse
+
+
+@pytest.fixture
+def broken_llm(monkeypatch, settings):
+    settings.CTXWEB_COMPACTION_MAX_ATTEMPTS = 2
+    settings.CTXWEB_COMPACTION_RETRY_DELAY = 30
+
+    def broken(*args):
+        raise ConnectionError("the LLM endpoint refused the connection")
+
+    monkeypatch.setitem(SUMMARIZERS, "extractive", broken)
+
+
+@pytest.fixture
+def over(project):
+    update_session(project, "failing", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 50, "auto": True}}, "test")
+    return append_messages(project, "failing", [
+        user(100, "First question."), assistant(100, "First answer."), user(120, "Second question.")], "test").session
+
+
+def run_box(client, session):
+    return parse(client.get(session_url(session))).one(id="compaction-run")
+
+
+def test_a_session_without_runs_shows_no_run_box(viewer_client, project):
+    session = append_messages(project, "quiet", [user(10, "Hello.")], "test").session
+    assert parse(viewer_client.get(session_url(session))).find(id="compaction-run") is None
+
+
+def test_a_failing_run_shows_its_backoff_and_last_error_then_its_failure(viewer_client, over, broken_llm):
+    compact_if_needed(over)
+
+    box = run_box(viewer_client, over)
+    assert "Queued" in box.text() and "attempt 1 of 2" in box.text()
+    assert "next attempt in" in box.text()
+    assert "Last error: ConnectionError: the LLM endpoint refused the connection" in " ".join(box.text().split())
+
+    run = CompactionRun.objects.get()
+    CompactionRun.objects.filter(pk=run.pk).update(run_after=run.run_after.replace(year=2000))
+    assert sweep_compaction_runs() == 1
+
+    box = run_box(viewer_client, over)
+    assert "Failed" in box.text() and "attempt 2 of 2" in box.text()
+    assert "refused the connection" in box.text()
+
+
+def test_compact_now_while_a_run_is_under_way_says_so_and_changes_nothing(editor_client, over, broken_llm):
+    compact_if_needed(over)  # queued again after its first failure
+    url = reverse("session_compact", args=["default", "failing"])
+
+    response = editor_client.post(url, {"force": "1"}, follow=True)
+
+    assert "is queued" in parse(response).one(cls="flash").text()
+    assert CompactionRun.objects.count() == 1
