@@ -345,7 +345,7 @@ def run_outcome(run: CompactionRun) -> Outcome | None:
     if not data or data.get("status") not in ("completed", "skipped", "failed"):
         return None
     compaction = CompactionSettings(data["max_tokens"], data["keep_recent_tokens"], True, data.get("summarizer", ""))
-    plan = Plan(compaction, data["tokens_before"], None)
+    plan = Plan(compaction, data["tokens_before"], None, budget_reached=data.get("budget_reached", False))
     checkpoint = Checkpoint.objects.filter(pk=data["checkpoint_id"]).first() if data.get("checkpoint_id") else None
     events = list(Event.objects.filter(session_id=run.session_id, pk__in=data.get("event_ids", [])).order_by("pk"))
     return Outcome(

@@ -21,6 +21,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
 from django.urls import URLResolver, get_resolver
 
 from sessions.api_keys import create_api_key
@@ -28,12 +29,9 @@ from sessions.compaction_runs import request_compaction
 from sessions.models import AuthFailure, Membership, Project
 from sessions.next_request import build_request
 from sessions.notes import add_note
-from tests.conftest import seeded_for_module
+from tests.conftest import IMMEDIATE_TASKS, seeded_for_module
 
 from .conftest import build_other_session, build_story, create_user, make_client
-
-# Its data is built once per module: the module stays on one test process (pytest-xdist loadgroup).
-pytestmark = pytest.mark.xdist_group("dashboard-write-access")
 
 VIEWER, EDITOR, ADMIN = Membership.Role.VIEWER, Membership.Role.EDITOR, Membership.Role.ADMIN
 ROLES = [VIEWER, EDITOR, ADMIN]
@@ -80,7 +78,8 @@ class World:
 @pytest.fixture(scope="module")
 def seeded_world(django_db_setup, django_db_blocker) -> World:
     """Built once for the module: every test reads it, or changes it inside its own transaction."""
-    with seeded_for_module(django_db_blocker):
+    # Its compaction run is done at once, as the instant test worker does (tests/conftest.py).
+    with seeded_for_module(django_db_blocker), override_settings(TASKS=IMMEDIATE_TASKS):
         project = Project.objects.get_or_create(name="default")[0]
         other_project = Project.objects.get_or_create(name="other")[0]
         yield World(build_story(project), project, other_project, build_other_session(other_project), create_user)

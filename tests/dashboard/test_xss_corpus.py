@@ -35,9 +35,6 @@ from tests.xss_seed import (
 from .conftest import make_client, session_url
 from .dom import Element, parse
 
-# Its data is built once per module: the module stays on one test process (pytest-xdist loadgroup).
-pytestmark = pytest.mark.xdist_group("dashboard-xss-corpus")
-
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 # Every element a page may have: the tags our templates write, and <mark> from search snippets.
 ALLOWED_TAGS = {

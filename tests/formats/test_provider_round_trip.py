@@ -11,9 +11,6 @@ from sessions.session_store import update_session
 
 from .conftest import FILES
 
-# Its data is built once per module: the module stays on one test process (pytest-xdist loadgroup).
-pytestmark = pytest.mark.xdist_group("provider-round-trip")
-
 BATCH = 500
 # What the ctxweb format adds to each entry about where it sits; the rest is what the model gets.
 PLACEMENT = ("kind", "seq", "id", "checkpoint_id", "dropped_tool_calls")
