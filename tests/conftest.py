@@ -91,7 +91,31 @@ def on_postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
+# The longest test files, started first: `make test` gives each process a file at a time (pytest-xdist
+# --dist loadfile), in this order, so no core is left waiting alone for a long file at the end.
+LONGEST_FIRST = (
+    "tests/browser/test_xss_corpus.py",
+    "tests/api/test_stateful.py",
+    "tests/dashboard/test_xss_corpus.py",
+    "tests/formats/test_provider_round_trip.py",
+    "tests/browser/",
+    "tests/formats/",
+    "tests/importers/test_transcript_files.py",
+    "tests/dashboard/test_write_access.py",
+    "tests/test_projection_properties.py",
+    "tests/test_compaction",
+    "tests/api/test_fuzz.py",
+)
+
+
+def start_order(item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return next((n for n, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)), len(LONGEST_FIRST))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering, which puts transactional tests last
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=start_order)  # stable: the order within a file is kept
     if connection.vendor == "postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (SQLite has no row locks)")
