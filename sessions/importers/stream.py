@@ -26,7 +26,6 @@ from .detect import FORMATS, MESSAGE_LISTS, _is_message, chat_session, detect, r
 
 SAMPLE = 100
 CHAT_FORMATS = (openai.FORMAT, anthropic.FORMAT)
-PEEK_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -105,18 +104,25 @@ def _lines(file: BinaryIO) -> Iterator:
 
 
 def _is_jsonl(name: str, file: BinaryIO) -> bool:
-    """JSON Lines by its name, or by its first line being a whole JSON value with more after it."""
+    """JSON Lines by its name, or by holding more than one JSON value (read as a stream, so a large first
+    value costs time, not memory)."""
     if name.lower().endswith((".jsonl", ".ndjson")):
         return True
     file.seek(0)
-    first = file.readline(PEEK_BYTES)
-    if not first.endswith(b"\n"):
-        return False
+    depth, values = 0, 0
     try:
-        json.loads(first.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return any(line.strip() for line in islice(file, 10))
+        for _, event, _ in ijson.parse(file, multiple_values=True):
+            if event in ("start_map", "start_array"):
+                depth += 1
+            elif event in ("end_map", "end_array"):
+                depth -= 1
+            if depth == 0 and event != "map_key":
+                values += 1
+                if values > 1:
+                    return True
+    except ijson.JSONError:
+        pass  # not JSON Lines either; reading it as JSON says what is wrong
+    return False
 
 
 def _first_char(file: BinaryIO) -> bytes:
