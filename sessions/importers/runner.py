@@ -236,11 +236,12 @@ def import_data(
     return report
 
 
-def store_streamed(project: Project, streamed: StreamedConversation, actor: str, report: FileReport,
-                   progress: Callable[[], None]) -> None:
+def store_streamed(project: Project, streamed: StreamedConversation, instructions: str | None, actor: str,
+                   report: FileReport, progress: Callable[[], None]) -> None:
     """Store a conversation read as a stream, a chunk per transaction (client ids make a re-run complete
-    what a stopped one began). Its instructions are set at the end, once its messages have been read."""
-    fields = {"title": streamed.title, "metadata": streamed.metadata}
+    what a stopped one began). Its instructions, found by the check, are set first: set after the messages,
+    they would lay out the whole model input again."""
+    fields = {"title": streamed.title, "metadata": streamed.metadata, "instructions": instructions}
     try:
         _, created = update_session(project, streamed.key, {k: v for k, v in fields.items() if v is not None},
                                     actor)
@@ -252,8 +253,6 @@ def store_streamed(project: Project, streamed: StreamedConversation, actor: str,
     for chunk in _chunks(streamed.messages, batch):
         append_chunk(project, streamed.key, chunk, actor, report)
         progress()
-    if streamed.instructions is not None:
-        update_session(project, streamed.key, {"instructions": streamed.instructions}, actor)
 
 
 def _chunks(items, size: int):
@@ -267,15 +266,20 @@ def _chunks(items, size: int):
         yield chunk
 
 
-def _check(stream: StreamedFile, file, on_progress: Progress | None, report: FileReport) -> None:
+def _check(stream: StreamedFile, file, on_progress: Progress | None, report: FileReport) -> list[str | None]:
     """Read the whole file once, storing nothing: a file that is not a transcript of its format fails
-    here, before anything is stored."""
+    here, before anything is stored. Returns the instructions of its streamed conversations."""
     last = time.monotonic()
+    instructions = []
     for session in stream.sessions(file):
-        for _ in session.messages if isinstance(session, StreamedConversation) else ():
+        if not isinstance(session, StreamedConversation):
+            continue
+        for _ in session.messages:
             if on_progress and time.monotonic() - last > PROGRESS_EVERY:
                 on_progress(report, file.tell(), 0)
                 last = time.monotonic()
+        instructions.append(session.instructions)
+    return instructions
 
 
 def import_stream(project: Project, stream: StreamedFile, file, name: str, *, actor: str = "import",
@@ -284,7 +288,7 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
     by session, a chunk of messages per transaction, so other writers wait at most for one chunk."""
     report = FileReport(name, stream.format)
     try:
-        _check(stream, file, on_progress, report)
+        instructions = iter(_check(stream, file, on_progress, report))
         size = file.tell()
         if on_progress:
             on_progress(report, size, 0)
@@ -294,7 +298,7 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
                     on_progress(report, size, file.tell())
 
             if isinstance(session, StreamedConversation):
-                store_streamed(project, session, actor, report, progress)
+                store_streamed(project, session, next(instructions), actor, report, progress)
             else:
                 store_session(project, session, actor, report)
                 progress()
