@@ -58,6 +58,7 @@ def test_a_running_job_shows_how_far_it_is(editor, queued):
     assert 'hx-trigger="every 1s"' in text
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes a connection left in a transaction (PostgreSQL)
 def test_the_worker_runs_the_job_and_the_page_shows_the_result_without_polling(editor, queued, project):
     call_command("db_worker", "--batch", "--no-reload", "--no-startup-delay")
 
