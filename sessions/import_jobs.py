@@ -5,6 +5,7 @@ while it runs and its result when it is done."""
 
 import logging
 import time
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -28,7 +29,8 @@ def storage() -> FileSystemStorage:
 def create_job(project: Project, user, upload, fmt: str = "auto", key_prefix: str = "") -> ImportJob:
     """Store an uploaded file and queue its import (enqueued when the transaction commits, so the worker
     finds the job)."""
-    stored = storage().save(f"{project.name}/{upload.name}", upload)
+    # The stored name is ours: the file's own name (kept on the job) may be anything a browser sends.
+    stored = storage().save(f"{project.name}/{uuid.uuid4().hex}.upload", upload)
     job = ImportJob.objects.create(project=project, user=user, file_name=upload.name[:300], stored_name=stored,
                                    size=upload.size or 0, format=fmt, key_prefix=key_prefix)
     transaction.on_commit(lambda: run_import_job.enqueue(job.pk))

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from . import access
 from .import_jobs import create_job, retry_job
@@ -60,6 +60,7 @@ def _links(job: ImportJob) -> list[tuple[str, str]]:
     return [(key, reverse("session", args=[job.project.name, key])) for key in job.keys]
 
 
+@require_GET
 @login_required
 def import_job(request: HttpRequest, job_id: int) -> HttpResponse:
     """An import's progress and result; htmx polls the fragment until the job is done."""

@@ -6,6 +6,14 @@ from sessions.models import Project
 from tests.openai_stub import OpenAIStub
 
 
+@pytest.fixture(autouse=True, scope="session")
+def import_dir_for_the_run(tmp_path_factory):
+    """Uploaded transcripts wait for the worker in a temporary folder, not in the checkout's var/."""
+    from django.conf import settings
+
+    settings.CTXWEB_IMPORT_DIR = tmp_path_factory.mktemp("imports")
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

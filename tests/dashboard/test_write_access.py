@@ -24,7 +24,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import URLResolver, get_resolver
 
 from sessions.api_keys import create_api_key
-from sessions.models import AuthFailure, Membership, Project
+from sessions.models import AuthFailure, ImportJob, Membership, Project
 from sessions.next_request import build_request
 from sessions.notes import add_note
 
@@ -55,6 +55,8 @@ class World:
             {"role": "user", "content": "not stored", "persist": False}]).event
         AuthFailure.objects.create(address="192.0.2.1", scope=AuthFailure.Scope.LOGIN)
         self.other_session = other_session
+        self.import_job = ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed",
+                                                   stored_name="default/stopped.upload", error="killed")
         self.params = {
             "project": project.name,
             "key": story.session.key,
@@ -64,6 +66,7 @@ class World:
             "fmt": "json",
             "note_id": self.note.pk,
             "key_id": self.api_key.pk,
+            "job_id": self.import_job.pk,
         }
 
     def client(self, user=None, **defaults):
@@ -150,6 +153,9 @@ ROUTES = {
                                        {"username": "editor", "remove": "1"}], post_only=False),
     "import": Write(EDITOR, lambda w: [{"project": "default", "format": "auto", "files": [transcript()]}],
                     post_only=False),
+    # An import's page shows what was imported: for those who may import, not viewers (403).
+    "import_job": Read(status=403),
+    "import_job_retry": Write(EDITOR, lambda w: [{}]),
     "login": Special("test_the_log_in_pages_need_the_csrf_token"),
     "admin/login/": Special("test_the_log_in_pages_need_the_csrf_token"),
     "logout": Special("test_logging_out_is_post_only_and_needs_the_csrf_token"),
