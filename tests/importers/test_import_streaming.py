@@ -171,6 +171,9 @@ def test_an_import_stopped_midway_is_completed_by_running_it_again(project, tmp_
 
     monkeypatch.setattr(runner, "append_chunk", original)
     editor = client_for(project, Membership.Role.EDITOR, "editor")
+    page = editor.get(reverse("import_job", args=[job.pk])).content.decode()
+    assert "The messages stored before the failure stay. Running it again completes the import" in page
+    assert "Run again</button>" in page
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         assert editor.post(reverse("import_job_retry", args=[job.pk])).status_code == 302
     assert ImportJob.objects.get(pk=job.pk).state == "queued" and len(callbacks) == 1
