@@ -39,7 +39,8 @@ PROGRESS_EVERY = 0.5  # seconds between progress reports while a file is checked
 
 @dataclass
 class FileReport:
-    """What importing one file did (all zero when it failed: a failed file stores nothing)."""
+    """What importing one file did. A failed file read whole stores nothing (all zero); a streamed one
+    keeps what it stored before the failure, and counts it."""
 
     name: str
     format: str = ""
@@ -302,8 +303,9 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
             else:
                 store_session(project, session, actor, report)
                 progress()
-    except Exception as exc:
-        return _failed(name, report.format, exc)
+    except Exception as exc:  # what was stored before the failure stays, and the report counts it
+        report.error = _failed(name, report.format, exc).error
+        return report
     if on_progress:
         on_progress(report, size, size)
     return report
