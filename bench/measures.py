@@ -34,7 +34,7 @@ from sessions.tokens import count_message, encoding
 from sessions.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
-MEASUREMENTS = ("tokens", "append", "latency", "concurrent", "model_input", "page", "search", "plan", "list")
+MEASUREMENTS = ("tokens", "append", "latency", "concurrent", "model_input", "page", "search", "plan", "list", "import")
 BATCH = 100
 PER_SECOND = "messages/s"
 
@@ -54,6 +54,7 @@ class Sizes:
     plan_tokens: int  # stored tokens after the checkpoint
     list_sessions: int
     list_sizes: tuple[int, int] = (25, 100)
+    import_lines: tuple[int, int] = (100_000, 1_000_000)  # JSON Lines imported, for import memory
 
 
 FULL = Sizes(
@@ -65,6 +66,7 @@ QUICK = Sizes(
     reps=5, token_messages=200, append_messages=500, append_reps=3, latency_requests=100,
     concurrent_requests=10, concurrent_batch=10, concurrent_reps=2,
     model_input=(200, 1_000, 10_000), page=(100, 10_000), plan_tokens=100_000, list_sessions=1_000,
+    import_lines=(10_000, 100_000),
 )
 
 # --- realistic text --------------------------------------------------------------------------------
@@ -286,6 +288,7 @@ class Bench:
             quick=quick, append=f"{s.append_messages}x{s.append_reps} in batches of {BATCH}",
             model_input="/".join(f"{n:,}" for n in s.model_input), page="/".join(f"{n:,}" for n in s.page),
             plan_tokens=f"{s.plan_tokens:,}", list_sessions=f"{s.list_sessions:,}",
+            import_lines="/".join(f"{n:,}" for n in s.import_lines),
         )
 
     def run(self, names: list[str]) -> None:
@@ -718,6 +721,11 @@ class Bench:
         self.report.target(f"compaction plan within the run budget over {after / 1e6:.1f}M stored tokens",
                            statistics.median(samples), "<", 100, " ms",
                            "planning a compaction over 1,000,000 stored tokens takes under 100 ms")
+
+    def measure_import(self) -> None:
+        from bench import imports
+
+        imports.measure(self)
 
     def measure_list(self) -> None:
         project = Project.objects.create(name="bench-list", title="benchmark: many sessions")

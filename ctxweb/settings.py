@@ -76,6 +76,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "sessions.middleware.ApiRequestSizeLimit",
+    "sessions.middleware.ImportSizeLimit",
     "sessions.middleware.RejectNulCharacters",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -240,6 +241,16 @@ if CTXWEB_MAX_TEXT_CHARS < 1:
 if not 1 <= CTXWEB_MAX_JSON_DEPTH <= 200:
     raise ImproperlyConfigured("CTXWEB_MAX_JSON_DEPTH must be between 1 and 200")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
+# Dashboard imports (sessions/import_jobs.py): an upload is stored in CTXWEB_IMPORT_DIR and imported by the
+# worker. Its size is limited by CTXWEB_MAX_IMPORT_BYTES (413 past it, from the Content-Length and again
+# while the body streams in), not by CTXWEB_MAX_REQUEST_BYTES, which stays the API's limit. Files above
+# CTXWEB_IMPORT_STREAM_ABOVE bytes are parsed as a stream (JSON Lines line by line, JSON with ijson).
+CTXWEB_MAX_IMPORT_BYTES = env_int("CTXWEB_MAX_IMPORT_BYTES", 512 * 1024 * 1024)
+CTXWEB_IMPORT_DIR = Path(env_str("CTXWEB_IMPORT_DIR") or BASE_DIR / "var" / "imports")
+CTXWEB_IMPORT_STREAM_ABOVE = env_int("CTXWEB_IMPORT_STREAM_ABOVE", 1024 * 1024)
+# Messages per transaction when a streamed import stores a conversation (SQLite: other writers wait at most
+# for one such chunk).
+CTXWEB_IMPORT_CHUNK_MESSAGES = env_int("CTXWEB_IMPORT_CHUNK_MESSAGES", 500)
 
 # Brute-force protection (sessions/throttle.py): this many failed log-ins, or failed API keys, from one
 # address within the window, and that address is refused (429) for that scope until the window passes.

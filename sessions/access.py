@@ -5,7 +5,7 @@ object the role may not change is a 403."""
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from .models import ApiKey, Checkpoint, Membership, Project, Session
+from .models import ApiKey, Checkpoint, ImportJob, Membership, Project, Session
 
 Role = Membership.Role
 RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.ADMIN: 3}
@@ -92,13 +92,23 @@ def get_checkpoint_for(user, session: Session, checkpoint_id: int) -> Checkpoint
         raise Http404("No such checkpoint.") from None
 
 
-def get_api_key_for(user, key_id: int, action: str = "manage_keys") -> ApiKey:
+def _in_project_for(user, model, pk: int, action: str, what: str):
+    """An object that belongs to a project (it has `project`), for the user's role in that project."""
     try:
-        key = ApiKey.objects.select_related("project").get(pk=key_id)
-    except ApiKey.DoesNotExist:
-        raise Http404("No such API key.") from None
-    _require(user, key.project, action)
-    return key
+        found = model.objects.select_related("project").get(pk=pk)
+    except model.DoesNotExist:
+        raise Http404(f"No such {what}.") from None
+    _require(user, found.project, action)
+    return found
+
+
+def get_api_key_for(user, key_id: int, action: str = "manage_keys") -> ApiKey:
+    return _in_project_for(user, ApiKey, key_id, action, "API key")
+
+
+def get_import_job_for(user, job_id: int, action: str = "import") -> ImportJob:
+    """An import job, for the members of its project who may import (its file and result included)."""
+    return _in_project_for(user, ImportJob, job_id, action, "import")
 
 
 def manages_keys(user) -> bool:

@@ -1,5 +1,12 @@
 from django.conf import settings
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
+from django.urls import reverse
+
+# What a multipart upload adds to its files (boundaries, headers, the form's other fields), allowed on top of
+# CTXWEB_MAX_IMPORT_BYTES when the Content-Length is checked; the files themselves are counted exactly.
+FORM_ALLOWANCE = 64 * 1024
 
 
 class ApiRequestSizeLimit:
@@ -36,6 +43,61 @@ class ApiRequestSizeLimit:
                     status=413,
                 )
         return self.get_response(request)
+
+
+class UploadLimit(FileUploadHandler):
+    """Counts the bytes of the files of an upload as they stream in and stops reading past `limit`."""
+
+    def __init__(self, request, limit: int):
+        super().__init__(request)
+        self.limit, self.received, self.too_large = limit, 0, False
+
+    def receive_data_chunk(self, raw_data, start):
+        self.received += len(raw_data)
+        if self.received > self.limit:
+            self.too_large = True
+            raise StopUpload(connection_reset=True)
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
+class ImportSizeLimit:
+    """The import page takes files up to CTXWEB_MAX_IMPORT_BYTES (not the API's CTXWEB_MAX_REQUEST_BYTES):
+    a larger Content-Length is refused with 413 before the body is read, and a body that turns out larger
+    while it streams in is refused too. Django spools large files to disk (FILE_UPLOAD_MAX_MEMORY_SIZE)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.method == "POST" and request.path == reverse("import"):
+            limit = settings.CTXWEB_MAX_IMPORT_BYTES
+            try:
+                size = int(request.META.get("CONTENT_LENGTH") or "0")
+            except ValueError:
+                size = -1
+            if size < 0:
+                return HttpResponseBadRequest("Content-Length is not a size in bytes.",
+                                              content_type="text/plain; charset=utf-8")
+            if size > limit + FORM_ALLOWANCE:
+                return self.too_large(limit)
+            counter = UploadLimit(request, limit)
+            request.upload_handlers.insert(0, counter)
+            try:
+                request.POST  # noqa: B018 -- parse now, through the counter
+            except MultiPartParserError as exc:
+                return HttpResponseBadRequest(f"The upload is not a valid form: {exc}",
+                                              content_type="text/plain; charset=utf-8")
+            if counter.too_large:
+                return self.too_large(limit)
+        return self.get_response(request)
+
+    @staticmethod
+    def too_large(limit: int) -> HttpResponse:
+        return HttpResponse(f"The upload is larger than the import limit of {limit:,} bytes "
+                            f"(CTXWEB_MAX_IMPORT_BYTES).", status=413, content_type="text/plain; charset=utf-8")
 
 
 class RejectNulCharacters:

@@ -411,3 +411,57 @@ class CompactionRun(models.Model):
     @property
     def max_attempts(self) -> int:
         return settings.CTXWEB_COMPACTION_MAX_ATTEMPTS
+
+
+class ImportJob(models.Model):
+    """A transcript file uploaded in the dashboard, imported by the task worker (sessions/import_jobs.py).
+    The counters are progress while it runs and the result when it is done."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="import_jobs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    file_name = models.CharField(max_length=300)
+    stored_name = models.CharField(max_length=500, blank=True, default="")  # in CTXWEB_IMPORT_DIR, until done
+    size = models.BigIntegerField(default=0)
+    format = models.CharField(max_length=30, default="auto")  # as asked; `detected_format` is what was read
+    detected_format = models.CharField(max_length=30, blank=True, default="")
+    key_prefix = models.CharField(max_length=100, blank=True, default="")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    bytes_read = models.BigIntegerField(default=0)
+    sessions = models.PositiveIntegerField(default=0)
+    sessions_created = models.PositiveIntegerField(default=0)
+    messages = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    tool_results = models.PositiveIntegerField(default=0)
+    checkpoints = models.PositiveIntegerField(default=0)
+    entries_skipped = models.PositiveIntegerField(default=0)
+    keys = models.JSONField(default=list, blank=True)  # the first sessions' keys, for links
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The import page lists a project's latest jobs.
+            models.Index(fields=["project", "-created_at"], name="import_job_recent"),
+        ]
+
+    def __str__(self):
+        return f"import of {self.file_name} into {self.project} ({self.state})"
+
+    @property
+    def done(self) -> bool:
+        return self.state in (self.State.COMPLETED, self.State.FAILED)
+
+    @property
+    def percent(self) -> int:
+        if self.state == self.State.COMPLETED:
+            return 100
+        return min(99, 100 * self.bytes_read // self.size) if self.size else 0

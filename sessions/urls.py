@@ -42,4 +42,6 @@ urlpatterns = [
     path("api-keys/", views.api_keys, name="api_keys"),
     path("api-keys/<int:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),
     path("import/", import_views.import_upload, name="import"),
+    path("import/<int:job_id>/", import_views.import_job, name="import_job"),
+    path("import/<int:job_id>/retry/", import_views.import_job_retry, name="import_job_retry"),
 ]

@@ -20,6 +20,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, t
         database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("database") / "test_ctxweb.sqlite3")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def import_dir_for_the_run(tmp_path_factory):
+    """Uploaded transcripts wait for the worker in a temporary folder, not in the checkout's var/."""
+    from django.conf import settings
+
+    settings.CTXWEB_IMPORT_DIR = tmp_path_factory.mktemp("imports")
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

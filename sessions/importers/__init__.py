@@ -5,9 +5,10 @@ sessions.importers.runner."""
 
 from .base import TranscriptError
 from .detect import FORMATS, parse_transcript
-from .runner import FileReport, ImportSummary, collect_files, import_data, import_file
+from .runner import FileReport, ImportSummary, collect_files, import_data, import_file, import_path
 
 __all__ = [
     "FORMATS", "FileReport", "ImportSummary", "TranscriptError", "collect_files", "import_data", "import_file",
+    "import_path",
     "parse_transcript",
 ]

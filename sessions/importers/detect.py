@@ -82,17 +82,18 @@ def conversations(value, jsonl: bool) -> tuple[list[Conversation], bool]:
         raise TranscriptError("expected a message list, an object with messages, or a list of records")
     if all(_is_message(item) for item in value):
         return [Conversation(value)], False
-    records = []
-    for number, item in enumerate(value):
+    return [record_conversation(item, number, jsonl) for number, item in enumerate(value)], True
+
+
+def record_conversation(item, number: int, jsonl: bool) -> Conversation:
+    """One record of a list of records (or one line of JSON Lines) as a conversation."""
+    if isinstance(item, list) and all(_is_message(m) for m in item):
+        return Conversation(item)
+    name = _record_messages(item) if isinstance(item, dict) else None
+    if name is None:
         where = f"line {number + 1}" if jsonl else f"record {number}"
-        if isinstance(item, list) and all(_is_message(m) for m in item):
-            records.append(Conversation(item))
-            continue
-        name = _record_messages(item) if isinstance(item, dict) else None
-        if name is None:
-            raise TranscriptError(f"{where} is neither a message nor a record with a `messages` or `traj` list")
-        records.append(_conversation(item, name))
-    return records, True
+        raise TranscriptError(f"{where} is neither a message nor a record with a `messages` or `traj` list")
+    return _conversation(item, name)
 
 
 def _anthropic_markers(conversation: Conversation) -> bool:
@@ -156,10 +157,14 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
     if fmt == openai_responses.FORMAT:
         return openai_responses.parse(value, source)
     found, records = conversations(value, jsonl)
-    module = anthropic if fmt == anthropic.FORMAT else openai
-    sessions = [
-        module.to_session(conversation, source, source.key(number) if records else source.key(),
-                          number if records else None)
-        for number, conversation in enumerate(found)
-    ]
+    sessions = [chat_session(fmt, conversation, source, number if records else None)
+                for number, conversation in enumerate(found)]
     return Parsed(fmt, sessions)
+
+
+def chat_session(fmt: str, conversation: Conversation, source: Source, record: int | None):
+    """A conversation of a chat format (openai, anthropic) as an imported session; `record` is its number
+    in a file of several (None for a file of one)."""
+    module = anthropic if fmt == anthropic.FORMAT else openai
+    key = source.key() if record is None else source.key(record)
+    return module.to_session(conversation, source, key, record)

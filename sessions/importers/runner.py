@@ -2,17 +2,21 @@
 append_messages for the raw log (its client ids make a second import store nothing), and
 create_imported_checkpoint for compactions found in the source, at the place they happened.
 
-Each file is imported in one transaction: a file that fails stores nothing, and the others still
-import. Automatic compaction does not run on imported history. A session's dates are its messages'
+A file up to CTXWEB_IMPORT_STREAM_ABOVE bytes (or of a format that must be read whole) is imported in one
+transaction: a file that fails stores nothing, and the others still import. A larger file in a chat format
+is read as a stream (sessions.importers.stream), checked whole first so a bad file stores nothing, then
+stored a chunk of messages per transaction; an import stopped midway is completed by running it again. Automatic compaction does not run on imported history. A session's dates are its messages'
 (when the source has timestamps), not the import's, so date filters and sorting mean the conversation's.
 """
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
 
+import ijson
 from django.conf import settings
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
@@ -26,14 +30,17 @@ from sessions.session_store import update_session
 from .base import ImportedSession, TranscriptError
 from .detect import parse_transcript
 from .links import link_relatives, with_links
+from .stream import StreamedConversation, StreamedFile, open_stream
 
 SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 logger = logging.getLogger("ctxweb.import")
+PROGRESS_EVERY = 0.5  # seconds between progress reports while a file is checked
 
 
 @dataclass
 class FileReport:
-    """What importing one file did (all zero when it failed: a failed file stores nothing)."""
+    """What importing one file did. A failed file read whole stores nothing (all zero); a streamed one
+    keeps what it stored before the failure, and counts it."""
 
     name: str
     format: str = ""
@@ -102,6 +109,34 @@ def _dates(imported: ImportedSession) -> tuple:
     return first, max(stamps) if stamps else None
 
 
+def append_chunk(project: Project, key: str, chunk: list[dict], actor: str, report: FileReport,
+                 where=None) -> list[int | None]:
+    """Append one chunk of a session's messages (one transaction), counting them into `report`; the seq
+    of each. `where(exc)` names the message an error is about."""
+    try:
+        result = append_messages(project, key, chunk, actor)
+    except DomainError as exc:
+        detail = exc.detail.split(": ", 1)[-1] if exc.detail.startswith("messages[") else exc.detail
+        index = exc.extra.get("index")
+        if index is None:
+            place = f"session {key}: "
+        else:
+            label = chunk[index].get("id") if isinstance(chunk[index], dict) else None
+            place = f"session {key}, message {label or (where(index) if where else index)}: "
+        raise DomainError(place + detail, code=exc.code) from exc
+    seqs = []
+    for appended in result.messages:
+        seqs.append(appended.seq)
+        source = chunk[appended.index]
+        if appended.stored:
+            report.messages += 1
+            report.tool_calls += len(source.get("tool_calls") or ())
+            report.tool_results += source.get("role") == "tool"
+        elif appended.duplicate:
+            report.duplicates += 1
+    return seqs
+
+
 class _Appender:
     """Appends one session's messages in batches, remembering each message's seq."""
 
@@ -115,28 +150,8 @@ class _Appender:
         while len(self.seqs) < end:
             start = len(self.seqs)
             chunk = messages[start : min(end, start + batch)]
-            try:
-                result = append_messages(self.project, self.imported.key, chunk, self.actor)
-            except DomainError as exc:
-                detail = exc.detail.split(": ", 1)[-1] if exc.detail.startswith("messages[") else exc.detail
-                raise DomainError(self._where(exc, start) + detail, code=exc.code) from exc
-            for appended in result.messages:
-                self.seqs.append(appended.seq)
-                source = chunk[appended.index]
-                if appended.stored:
-                    self.report.messages += 1
-                    self.report.tool_calls += len(source.get("tool_calls") or ())
-                    self.report.tool_results += source.get("role") == "tool"
-                elif appended.duplicate:
-                    self.report.duplicates += 1
-
-    def _where(self, exc: DomainError, start: int) -> str:
-        index = exc.extra.get("index")
-        if index is None:
-            return f"session {self.imported.key}: "
-        message = self.imported.messages[start + index]
-        label = message.get("id") if isinstance(message, dict) and message.get("id") else start + index
-        return f"session {self.imported.key}, message {label}: "
+            self.seqs += append_chunk(self.project, self.imported.key, chunk, self.actor, self.report,
+                                      lambda index, start=start: start + index)
 
 
 def store_session(project: Project, imported: ImportedSession, actor: str, report: FileReport) -> Session:
@@ -178,6 +193,20 @@ def store_session(project: Project, imported: ImportedSession, actor: str, repor
     return session
 
 
+Progress = Callable[[FileReport, int, int], None]  # (report so far, bytes checked, bytes stored)
+
+
+def _failed(name: str, fmt: str, exc: Exception) -> FileReport:
+    if isinstance(exc, TranscriptError | DomainError):
+        reason = exc.detail if isinstance(exc, DomainError) else str(exc)
+    elif isinstance(exc, ijson.JSONError):
+        reason = f"not valid JSON: {exc}"
+    else:  # one odd file must not stop the others; the trace goes to the log
+        logger.error("importing %s failed", name, exc_info=exc)
+        reason = f"unexpected error ({type(exc).__name__}: {exc})"
+    return FileReport(name, fmt, error=reason)
+
+
 def import_data(
     project: Project,
     name: str,
@@ -186,26 +215,121 @@ def import_data(
     fmt: str = "auto",
     key_prefix: str = "",
     actor: str = "import",
-    on_session: Callable[[FileReport], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> FileReport:
-    """Import one transcript file's content. Never raises for a bad file: the report says why."""
+    """Import one transcript file's content, read whole, in one transaction. Never raises for a bad file:
+    the report says why."""
     report = FileReport(name)
+    size = len(data)
     try:
         parsed = parse_transcript(name, data, fmt, key_prefix)
         report.format = parsed.format
         with transaction.atomic():
             for imported in parsed.sessions:
                 store_session(project, imported, actor, report)
-                if on_session:
-                    on_session(report)
+                if on_progress:
+                    on_progress(report, size, 0)
         report.entries_skipped = parsed.skipped
-    except (TranscriptError, DomainError) as exc:
-        reason = exc.detail if isinstance(exc, DomainError) else str(exc)
-        return FileReport(name, report.format, error=reason)
-    except Exception as exc:  # one odd file must not stop the others; the trace goes to the log
-        logger.exception("importing %s failed", name)
-        return FileReport(name, report.format, error=f"unexpected error ({type(exc).__name__}: {exc})")
+    except Exception as exc:
+        return _failed(name, report.format, exc)
+    if on_progress:
+        on_progress(report, size, size)
     return report
+
+
+def store_streamed(project: Project, streamed: StreamedConversation, instructions: str | None, actor: str,
+                   report: FileReport, progress: Callable[[], None]) -> None:
+    """Store a conversation read as a stream, a chunk per transaction (client ids make a re-run complete
+    what a stopped one began). Its instructions, found by the check, are set first: set after the messages,
+    they would lay out the whole model input again."""
+    fields = {"title": streamed.title, "metadata": streamed.metadata, "instructions": instructions}
+    try:
+        _, created = update_session(project, streamed.key, {k: v for k, v in fields.items() if v is not None},
+                                    actor)
+    except DomainError as exc:
+        raise DomainError(f"session {streamed.key}: {exc.detail}", code=exc.code) from exc
+    report.sessions_created += created
+    report.keys.append(streamed.key)
+    batch = min(settings.CTXWEB_IMPORT_CHUNK_MESSAGES, settings.CTXWEB_MAX_BATCH_MESSAGES)
+    for chunk in _chunks(streamed.messages, batch):
+        append_chunk(project, streamed.key, chunk, actor, report)
+        progress()
+
+
+def _chunks(items, size: int):
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _check(stream: StreamedFile, file, on_progress: Progress | None, report: FileReport) -> list[str | None]:
+    """Read the whole file once, storing nothing: a file that is not a transcript of its format fails
+    here, before anything is stored. Returns the instructions of its streamed conversations."""
+    last = time.monotonic()
+    instructions = []
+    for session in stream.sessions(file):
+        if not isinstance(session, StreamedConversation):
+            continue
+        for _ in session.messages:
+            if on_progress and time.monotonic() - last > PROGRESS_EVERY:
+                on_progress(report, file.tell(), 0)
+                last = time.monotonic()
+        instructions.append(session.instructions)
+    return instructions
+
+
+def import_stream(project: Project, stream: StreamedFile, file, name: str, *, actor: str = "import",
+                  on_progress: Progress | None = None) -> FileReport:
+    """Import a file read as a stream: checked whole first (a bad file stores nothing), then stored session
+    by session, a chunk of messages per transaction, so other writers wait at most for one chunk."""
+    report = FileReport(name, stream.format)
+    try:
+        instructions = iter(_check(stream, file, on_progress, report))
+        size = file.tell()
+        if on_progress:
+            on_progress(report, size, 0)
+        for session in stream.sessions(file):
+            def progress():
+                if on_progress:
+                    on_progress(report, size, file.tell())
+
+            if isinstance(session, StreamedConversation):
+                store_streamed(project, session, next(instructions), actor, report, progress)
+            else:
+                store_session(project, session, actor, report)
+                progress()
+    except Exception as exc:  # what was stored before the failure stays, and the report counts it
+        report.error = _failed(name, report.format, exc).error
+        return report
+    if on_progress:
+        on_progress(report, size, size)
+    return report
+
+
+def import_path(project: Project, path: Path, *, name: str | None = None, fmt: str = "auto",
+                key_prefix: str = "", actor: str = "import", on_progress: Progress | None = None) -> FileReport:
+    """Import a transcript file from disk: the path shared by `manage.py import_transcripts` and the
+    dashboard's import jobs. Files above CTXWEB_IMPORT_STREAM_ABOVE bytes in a chat format stream; the
+    others are read whole."""
+    name = name or path.name
+    try:
+        with path.open("rb") as file:
+            if path.stat().st_size > settings.CTXWEB_IMPORT_STREAM_ABOVE:
+                stream = open_stream(path, file, name, fmt, key_prefix)
+                if stream is not None:
+                    return import_stream(project, stream, file, name, actor=actor, on_progress=on_progress)
+            file.seek(0)
+            data = file.read()
+    except OSError as exc:
+        return FileReport(name, error=exc.strerror or str(exc))
+    except Exception as exc:
+        return _failed(name, "", exc)
+    return import_data(project, name, data, fmt=fmt, key_prefix=key_prefix, actor=actor, on_progress=on_progress)
 
 
 def collect_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -220,10 +344,6 @@ def collect_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def import_file(project: Project, path: Path, **options) -> FileReport:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return FileReport(str(path), error=exc.strerror or str(exc))
-    report = import_data(project, path.name, data, **options)
+    report = import_path(project, path, **options)
     report.name = str(path)
     return report

@@ -150,8 +150,8 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
         [{"name": "chat.json", "mimeType": "application/json", "buffer": json.dumps(chat).encode()}])
     with page.expect_navigation():
         page.locator("form.inline-form button.primary").click()
-    expect(page.locator(".import-summary")).to_be_visible()
-    watch.check("the import summary")
+    expect(page.locator("#import-job")).to_be_visible()
+    watch.check("the import job")
 
     # The policy is enforced: a style attribute put into the page is refused and reported.
     page.evaluate("""() => {

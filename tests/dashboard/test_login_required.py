@@ -7,7 +7,7 @@ import pytest
 from django.urls import get_resolver, resolve, reverse
 
 from sessions.api_keys import create_api_key
-from sessions.models import ApiKey, Event, Membership, Message, Note
+from sessions.models import ApiKey, Event, ImportJob, Membership, Message, Note
 
 from .conftest import session_url
 
@@ -34,6 +34,7 @@ def _pages(story, note, api_key, request_event):
         reverse("api_keys"),
         reverse("members", args=["default"]),
         "/import/",
+        reverse("import_job", args=[ImportJob.objects.get().pk]),
     ]
 
 
@@ -51,6 +52,7 @@ def _actions(story, note, api_key):
         (reverse("members", args=["default"]), {"username": "viewer", "role": "admin"}),
         (reverse("members", args=["default"]), {"username": "viewer", "remove": "1"}),
         ("/import/", {"project": "default", "format": "auto"}),
+        (reverse("import_job_retry", args=[ImportJob.objects.get().pk]), {}),
     ]
 
 
@@ -60,6 +62,7 @@ def things(story, viewer_user, project):
     from sessions.notes import add_note
 
     note = add_note(story.session, viewer_user, "a note", story.result)
+    ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed", stored_name="x.upload")
     api_key, _ = create_api_key(project, "app")
     request_event = build_request(project, story.session.key, messages=[
         {"role": "user", "content": "not stored", "persist": False}]).event

@@ -26,7 +26,7 @@ from django.urls import URLResolver, get_resolver
 
 from sessions.api_keys import create_api_key
 from sessions.compaction_runs import request_compaction
-from sessions.models import AuthFailure, Membership, Project
+from sessions.models import AuthFailure, ImportJob, Membership, Project
 from sessions.next_request import build_request
 from sessions.notes import add_note
 from tests.conftest import IMMEDIATE_TASKS, seeded_for_module
@@ -59,6 +59,8 @@ class World:
         self.compaction_run = request_compaction(story.session, "test")  # done by the instant test worker
         AuthFailure.objects.create(address="192.0.2.1", scope=AuthFailure.Scope.LOGIN)
         self.other_session = other_session
+        self.import_job = ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed",
+                                                   stored_name="default/stopped.upload", error="killed")
         self.params = {
             "project": project.name,
             "key": story.session.key,
@@ -69,6 +71,7 @@ class World:
             "note_id": self.note.pk,
             "key_id": self.api_key.pk,
             "run_id": self.compaction_run.pk,
+            "job_id": self.import_job.pk,
         }
 
     def client(self, user=None, **defaults):
@@ -165,6 +168,9 @@ ROUTES = {
                                        {"username": "editor", "remove": "1"}], post_only=False),
     "import": Write(EDITOR, lambda w: [{"project": "default", "format": "auto", "files": [transcript()]}],
                     post_only=False),
+    # An import's page shows what was imported: for those who may import, not viewers (403).
+    "import_job": Read(status=403),
+    "import_job_retry": Write(EDITOR, lambda w: [{}]),
     "login": Special("test_the_log_in_pages_need_the_csrf_token"),
     "admin/login/": Special("test_the_log_in_pages_need_the_csrf_token"),
     "logout": Special("test_logging_out_is_post_only_and_needs_the_csrf_token"),

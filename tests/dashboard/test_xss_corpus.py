@@ -18,8 +18,9 @@ from django.db import transaction
 from django.urls import reverse
 
 from sessions.api_keys import create_api_key
+from sessions.import_jobs import run_job
 from sessions.members import set_member
-from sessions.models import Message, Project
+from sessions.models import ImportJob, Message, Project
 from tests.xss_corpus import IDS, PAYLOADS, VECTORS, has_markup, pack
 from tests.xss_seed import (
     FIELDS,
@@ -110,7 +111,11 @@ def post_forms(client) -> dict[str, Page]:
         files = [SimpleUploadedFile(name, data, "application/json")
                  for name, data in import_files(indexes[start:start + 50])]
         keep(f"import ({number})", reverse("import"),
-             client.post(reverse("import"), {"project": "default", "format": "auto", "files": files}))
+             client.post(reverse("import"), {"project": "default", "format": "auto", "files": files}, follow=True))
+    for job in ImportJob.objects.filter(state=ImportJob.State.QUEUED):  # the worker's work, here
+        run_job(job)
+        url = reverse("import_job", args=[job.pk])
+        keep(f"import job {job.pk}", url, client.get(url))
     return pages
 
 

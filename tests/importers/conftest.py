@@ -27,6 +27,20 @@ def import_bytes(project):
 
 
 HOST = "127.0.0.1"  # the test client must use a host in ALLOWED_HOSTS
+IMMEDIATE = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+
+
+@pytest.fixture
+def import_dir(settings, tmp_path):
+    """Uploads are stored under a temporary folder."""
+    settings.CTXWEB_IMPORT_DIR = tmp_path / "imports"
+    return settings.CTXWEB_IMPORT_DIR
+
+
+@pytest.fixture
+def immediate_tasks(settings, import_dir):
+    """Import jobs run as soon as their upload commits (the worker's work, in the test's process)."""
+    settings.TASKS = IMMEDIATE
 
 
 def client_for(project, role=None, username="person") -> Client:

@@ -65,11 +65,11 @@ class Command(BaseCommand):
         progress = Progress(self.stderr, len(files))
         progress.show(0, summary)
         for done, path in enumerate(files, start=1):
-            def on_session(report, done=done, path=path):
+            def on_progress(report, checked, stored, done=done, path=path):
                 progress.show(done - 1, summary, path.name, report.sessions, report.messages)
 
             report = import_file(project_obj, path, fmt=format, key_prefix=session_key_prefix, actor="import",
-                                 on_session=on_session)
+                                 on_progress=on_progress)
             summary.files.append(report)
             if report.error:
                 progress.message(f"FAILED {report.name}: {report.error}")

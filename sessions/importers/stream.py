@@ -1,0 +1,206 @@
+"""Reading a large transcript file as a stream, so memory stays bounded whatever the file's size.
+
+JSON Lines are read line by line; a JSON document with ijson, item by item. What is held at once is one
+message (a file that is one conversation: a message list, JSON Lines of messages, an object with
+`messages`), or one record (a file of records, one session each). The chat formats (OpenAI Chat
+Completions, Anthropic Messages) stream; the others (Claude Code logs, SWE-agent trajectories, ctxweb
+exports, Responses items) need the whole file to pair their entries, so `open_stream` answers None and the
+runner reads them whole.
+
+The format is recognised from the first SAMPLE entries. A later entry of another format fails the file
+when it is read, with the reason, like every other format mismatch.
+"""
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import BinaryIO
+
+import ijson
+
+from . import anthropic, openai
+from .base import ImportedSession, Source, TranscriptError, text_of
+from .detect import FORMATS, MESSAGE_LISTS, _is_message, chat_session, detect, record_conversation
+
+SAMPLE = 100
+CHAT_FORMATS = (openai.FORMAT, anthropic.FORMAT)
+
+
+@dataclass
+class StreamedConversation:
+    """A file that is one conversation: its session's fields, and its messages read as they are iterated.
+    `instructions` is known once the messages have been read (OpenAI's first system message)."""
+
+    key: str
+    metadata: dict
+    title: str | None = None
+    instructions: str | None = None
+    system: object = None
+    messages: Iterator[dict] = field(default_factory=lambda: iter(()))
+
+
+@dataclass
+class StreamedFile:
+    path: Path
+    source: Source
+    format: str
+    jsonl: bool
+    records: bool  # a file of records, one session each; otherwise one conversation
+    list_name: str | None = None  # the object's message list, for a JSON object
+
+    def sessions(self, file: BinaryIO) -> Iterator[ImportedSession | StreamedConversation]:
+        """The file's sessions, from its start: whole ImportedSessions for records, a StreamedConversation
+        (read while its messages are iterated) for a file of one conversation."""
+        file.seek(0)
+        values = _lines(file) if self.jsonl else ijson.items(file, "item", use_float=True)
+        if self.records:
+            for number, item in enumerate(values):
+                conversation = record_conversation(item, number, self.jsonl)
+                yield chat_session(self.format, conversation, self.source, number)
+            return
+        metadata, system, title = {}, None, None
+        if self.list_name:
+            metadata = _object_fields(file, (self.list_name,))
+            system = metadata.pop("system", None)
+            title = metadata["title"][:300] if isinstance(metadata.get("title"), str) else None
+            file.seek(0)
+            values = ijson.items(file, f"{self.list_name}.item", use_float=True)
+        metadata["imported_from"] = self.source.provenance(self.format)
+        streamed = StreamedConversation(self.source.key(), metadata, title, system=system)
+        streamed.messages = self._messages(streamed, values)
+        yield streamed
+
+    def _messages(self, streamed: StreamedConversation, values) -> Iterator[dict]:
+        source = self.source
+        if self.format == anthropic.FORMAT:
+            streamed.instructions = anthropic.system_text(streamed.system)
+            if streamed.instructions:
+                yield {"id": source.message_id(0, "system"), "role": "system", "content": streamed.instructions}
+        for index, message in enumerate(values):
+            where = f"line {index + 1}" if self.jsonl else f"record 0, message {index}"
+            if self.jsonl and not _is_message(message):
+                raise TranscriptError(f"{where} is not a message, though the lines before it are")
+            if self.format == anthropic.FORMAT:
+                yield from anthropic.convert_message(message, source.message_id(0, index), where)
+                continue
+            converted = openai.convert_message(message, source.message_id(0, index), where)
+            if converted["role"] == "system" and streamed.instructions is None:
+                streamed.instructions = text_of(converted["content"])
+            yield converted
+
+
+def _lines(file: BinaryIO) -> Iterator:
+    for number, line in enumerate(file, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(f"line {number} is not UTF-8 text ({exc.reason})") from None
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
+
+
+def _is_jsonl(name: str, file: BinaryIO) -> bool:
+    """JSON Lines by its name, or by holding more than one JSON value (read as a stream, so a large first
+    value costs time, not memory)."""
+    if name.lower().endswith((".jsonl", ".ndjson")):
+        return True
+    file.seek(0)
+    depth, values = 0, 0
+    try:
+        for _, event, _ in ijson.parse(file, multiple_values=True):
+            if event in ("start_map", "start_array"):
+                depth += 1
+            elif event in ("end_map", "end_array"):
+                depth -= 1
+            if depth == 0 and event != "map_key":
+                values += 1
+                if values > 1:
+                    return True
+    except ijson.JSONError:
+        pass  # not JSON Lines either; reading it as JSON says what is wrong
+    return False
+
+
+def _first_char(file: BinaryIO) -> bytes:
+    file.seek(0)
+    while chunk := file.read(4096):
+        stripped = chunk.lstrip(b"\xef\xbb\xbf \t\r\n")
+        if stripped:
+            return stripped[:1]
+    return b""
+
+
+def _object_fields(file: BinaryIO, skip: tuple[str, ...]) -> dict:
+    """The top-level fields of a JSON object, except the lists named in `skip`, whose items are not built."""
+    file.seek(0)
+    fields, key, builder, depth, skipping = {}, None, None, 0, False
+    for prefix, event, value in ijson.parse(file, use_float=True):
+        if depth == 0 and event == "start_map" and prefix == "":
+            depth = 1
+            continue
+        if depth == 1 and builder is None and not skipping:
+            if event == "map_key":
+                key = value
+                continue
+            if event == "end_map":
+                break
+            if key in skip and event == "start_array":
+                skipping, depth = True, 2
+                continue
+            builder = ijson.ObjectBuilder()
+        if event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+        if skipping:
+            skipping = depth > 1
+            continue
+        builder.event(event, value)
+        if depth == 1:
+            fields[key], builder = builder.value, None
+    return fields
+
+
+def _sample(file: BinaryIO, jsonl: bool, top: bytes) -> tuple[object, str | None]:
+    """The first SAMPLE entries as a JSON value the format detection understands, and, for an object,
+    the name of its message list."""
+    file.seek(0)
+    if jsonl:
+        return list(islice(_lines(file), SAMPLE)), None
+    if top == b"[":
+        return list(islice(ijson.items(file, "item", use_float=True), SAMPLE)), None
+    fields = _object_fields(file, MESSAGE_LISTS)
+    for name in MESSAGE_LISTS:
+        file.seek(0)
+        items = list(islice(ijson.items(file, f"{name}.item", use_float=True), SAMPLE))
+        if items:
+            return {**fields, name: items}, name
+    raise TranscriptError("a JSON object needs a `messages` (or `traj`) list")
+
+
+def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_prefix: str = "") -> StreamedFile | None:
+    """The file as a stream of sessions, or None when its format is read whole (see the module's doc)."""
+    if fmt not in FORMATS:
+        raise TranscriptError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt != "auto" and fmt not in CHAT_FORMATS:
+        return None
+    jsonl = _is_jsonl(name, file)
+    top = _first_char(file)
+    if not jsonl and top not in (b"[", b"{"):
+        raise TranscriptError("not valid JSON: expected a list or an object")
+    try:
+        sample, list_name = _sample(file, jsonl, top)
+    except ijson.JSONError as exc:
+        raise TranscriptError(f"not valid JSON: {exc}") from None
+    if not sample:
+        raise TranscriptError("the file is empty")
+    if fmt == "auto":
+        fmt = detect(sample, jsonl)
+        if fmt not in CHAT_FORMATS:
+            return None
+    records = isinstance(sample, list) and not _is_message(sample[0])
+    return StreamedFile(path, Source.for_file(name, key_prefix), fmt, jsonl, records, list_name)

@@ -1,0 +1,194 @@
+"""Large files are read as a stream: memory does not grow with the file, a bad file stores nothing, the
+messages are stored a chunk per transaction, and an import stopped midway is completed by running it
+again (client ids make the re-run store nothing twice)."""
+
+import json
+import tracemalloc
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.urls import reverse
+
+from sessions.import_jobs import create_job, run_job
+from sessions.importers import import_path, runner
+from sessions.importers.stream import open_stream
+from sessions.models import ImportJob, Membership, Message, Project, Session
+from tests.importers.conftest import client_for, counts
+
+
+@pytest.fixture(autouse=True)
+def stream_everything(settings):
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
+    settings.CTXWEB_IMPORT_CHUNK_MESSAGES = 50
+
+
+def conversation_lines(count: int) -> bytes:
+    """JSON Lines of one OpenAI conversation: a system prompt, then questions, tool calls and answers."""
+    lines = [{"role": "system", "content": "Answer briefly."}]
+    for n in range(1, count):
+        if n % 4 == 1:
+            lines.append({"role": "user", "content": f"question {n}: what is {n} squared?"})
+        elif n % 4 == 2:
+            lines.append({"role": "assistant", "content": None,
+                          "tool_calls": [{"id": f"c{n}", "type": "function",
+                                          "function": {"name": "square", "arguments": json.dumps({"x": n})}}]})
+        elif n % 4 == 3:
+            lines.append({"role": "tool", "tool_call_id": f"c{n - 1}", "content": str((n - 1) ** 2)})
+        else:
+            lines.append({"role": "assistant", "content": f"It is {(n - 2) ** 2}."})
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def write(tmp_path, name: str, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def parse_peak(path) -> int:
+    """Peak Python memory of reading every message of a file through the streaming parser."""
+    tracemalloc.start()
+    with path.open("rb") as file:
+        stream = open_stream(path, file, path.name)
+        for session in stream.sessions(file):
+            for _ in session.messages:
+                pass
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_reading_a_file_ten_times_larger_takes_no_more_memory(tmp_path):
+    small = write(tmp_path, "small.jsonl", conversation_lines(1_000))
+    large = write(tmp_path, "large.jsonl", conversation_lines(10_000))
+
+    small_peak, large_peak = parse_peak(small), parse_peak(large)
+
+    assert large.stat().st_size > 9 * small.stat().st_size
+    assert large_peak < 1.5 * small_peak + 64 * 1024, (small_peak, large_peak)
+
+
+def test_a_json_document_is_read_item_by_item_too(tmp_path):
+    def document(count):
+        return json.dumps({"title": "Run", "model": "m", "messages": [
+            {"role": "user", "content": f"message {n} " + "x" * 200} for n in range(count)]}).encode()
+
+    small = write(tmp_path, "small.json", document(500))
+    large = write(tmp_path, "large.json", document(5_000))
+
+    assert parse_peak(large) < 1.5 * parse_peak(small) + 64 * 1024
+
+
+def test_a_streamed_conversation_is_stored_like_one_read_whole(project, other_project, tmp_path, settings):
+    path = write(tmp_path, "talk.jsonl", conversation_lines(203))
+
+    streamed = import_path(project, path)
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 10**9
+    whole = import_path(other_project, path)
+
+    assert streamed.error is None and whole.error is None
+    assert (streamed.format, streamed.messages, streamed.tool_calls, streamed.tool_results) == (
+        whole.format, whole.messages, whole.tool_calls, whole.tool_results) == ("openai", 203, 51, 50)
+    one, other = (Session.objects.get(project=p, key="talk") for p in (project, other_project))
+    assert one.instructions == other.instructions == "Answer briefly."
+    assert (one.message_count, one.raw_tokens, one.input_tokens) == (
+        other.message_count, other.raw_tokens, other.input_tokens)
+    assert one.metadata == other.metadata
+
+
+def test_records_and_objects_stream_with_their_fields(project, other_project, tmp_path, settings):
+    records = [{"task_id": n, "traj": [{"role": "user", "content": f"task {n}"},
+                                       {"role": "assistant", "content": "done"}]} for n in range(3)]
+    files = [write(tmp_path, "runs.json", json.dumps(records).encode()),
+             write(tmp_path, "runs2.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in records)),
+             write(tmp_path, "one.json", json.dumps({"title": "One", "messages": records[0]["traj"],
+                                                     "model": "m"}).encode())]
+
+    reports = [import_path(project, path) for path in files]
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 10**9
+    for path in files:
+        import_path(other_project, path)
+
+    assert [r.error for r in reports] == [None, None, None]
+    assert [r.sessions for r in reports] == [3, 3, 1]
+    streamed = list(Session.objects.filter(project=project).order_by("key").values("key", "title", "metadata"))
+    whole = list(Session.objects.filter(project=other_project).order_by("key").values("key", "title", "metadata"))
+    assert streamed == whole
+    assert Session.objects.get(project=project, key="one").title == "One"
+    assert Session.objects.get(project=project, key="runs:2").metadata["task_id"] == 2
+
+
+@pytest.mark.parametrize("tail, reason", [
+    (b'{"role": "user", "content": "cut off\n', "line 151 is not valid JSON"),
+    (b'{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"}]}\n',
+     "line 151: content part type 'tool_result' is not an OpenAI Chat Completions part"),
+    (b'{"messages": []}\n', "line 151 is not a message, though the lines before it are"),
+])
+def test_a_file_bad_near_its_end_fails_in_plain_words_and_stores_nothing(project, tmp_path, tail, reason):
+    path = write(tmp_path, "bad.jsonl", conversation_lines(150) + tail)
+
+    report = import_path(project, path)
+
+    assert reason in report.error, report.error
+    assert counts(project)["sessions"] == 0 and counts(project)["messages"] == 0
+
+
+def test_the_messages_are_stored_a_chunk_per_transaction(project, tmp_path, monkeypatch):
+    chunks = []
+    original = runner.append_chunk
+    monkeypatch.setattr(runner, "append_chunk", lambda *a, **k: chunks.append(len(a[2])) or original(*a, **k))
+
+    import_path(project, write(tmp_path, "talk.jsonl", conversation_lines(120)))
+
+    assert chunks == [50, 50, 20]
+
+
+class Killed(Exception):
+    pass
+
+
+def test_an_import_stopped_midway_is_completed_by_running_it_again(project, tmp_path, monkeypatch, settings,
+                                                                   django_capture_on_commit_callbacks):
+    settings.CTXWEB_IMPORT_DIR = tmp_path / "imports"
+    data = conversation_lines(203)
+    with django_capture_on_commit_callbacks():
+        job = create_job(project, None, SimpleUploadedFile("talk.jsonl", data))
+    original, calls = runner.append_chunk, []
+
+    def dies_after_two_chunks(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2:
+            raise Killed("the worker was killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "append_chunk", dies_after_two_chunks)
+    run_job(job)
+
+    job.refresh_from_db()
+    assert job.state == "failed" and "Killed" in job.error and job.stored_name
+    assert Session.objects.get(project=project, key="talk").message_count == 100  # whole chunks only
+
+    monkeypatch.setattr(runner, "append_chunk", original)
+    editor = client_for(project, Membership.Role.EDITOR, "editor")
+    page = editor.get(reverse("import_job", args=[job.pk])).content.decode()
+    assert "The messages stored before the failure stay. Running it again completes the import" in page
+    assert "Run again</button>" in page
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert editor.post(reverse("import_job_retry", args=[job.pk])).status_code == 302
+    assert ImportJob.objects.get(pk=job.pk).state == "queued" and len(callbacks) == 1
+    run_job(ImportJob.objects.get(pk=job.pk))
+
+    job.refresh_from_db()
+    assert (job.state, job.messages, job.duplicates) == ("completed", 103, 100)
+    session = Session.objects.get(project=project, key="talk")
+    assert session.message_count == 203 and session.instructions == "Answer briefly."
+    seqs = list(Message.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, 204))
+
+
+def test_the_command_streams_large_files_too(project, tmp_path, capsys):
+    call_command("import_transcripts", str(write(tmp_path, "talk.jsonl", conversation_lines(80))))
+
+    assert "80 message(s) stored" in capsys.readouterr().out
+    assert Session.objects.get(project=Project.objects.get(name="default"), key="talk").message_count == 80
