@@ -8,7 +8,7 @@ from django.core.management import call_command
 
 from sessions.models import ImportJob
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.real_queue]  # the job waits for db_worker
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <b>there</b>"},
         {"role": "assistant", "content": "Hello."}]

@@ -28,6 +28,7 @@ from sessions.models import Project
 from pathlib import Path
 
 settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
+settings.CTXWEB_IMPORT_CHUNK_MESSAGES = 100  # many lock hand-overs in a small file
 project = Project.objects.get(name="default")
 report = {}
 
@@ -54,7 +55,7 @@ print(json.dumps({"import_error": report["import"], "appends": len(latencies), "
 
 
 @pytest.mark.skipif(os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="SQLite's write lock")
-def test_an_append_during_a_large_import_waits_a_moment_and_succeeds(db, tmp_path):
+def test_an_append_during_a_large_import_waits_a_moment_and_succeeds(project, tmp_path):
     database = tmp_path / "db.sqlite3"
     connection.ensure_connection()
     copy = sqlite3.connect(database)
@@ -62,7 +63,7 @@ def test_an_append_during_a_large_import_waits_a_moment_and_succeeds(db, tmp_pat
     copy.executescript(";\n".join(connection.connection.iterdump()))
     copy.close()
     transcript = tmp_path / "long.jsonl"
-    transcript.write_bytes(conversation_lines(1_200))
+    transcript.write_bytes(conversation_lines(4_000))
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "DJANGO_SETTINGS_MODULE": "ctxweb.settings",
            "DEBUG": "1"}
 

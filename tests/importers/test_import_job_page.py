@@ -33,6 +33,7 @@ def page(client, job, htmx=False):
     return client.get(reverse("import_job", args=[job.pk]), **headers)
 
 
+@pytest.mark.real_queue  # the job waits in the database queue for db_worker
 def test_a_queued_job_says_it_waits_for_the_worker_and_polls(editor, queued):
     response = page(editor, queued)
 
@@ -58,6 +59,7 @@ def test_a_running_job_shows_how_far_it_is(editor, queued):
     assert 'hx-trigger="every 1s"' in text
 
 
+@pytest.mark.real_queue
 @pytest.mark.django_db(transaction=True)  # the worker closes a connection left in a transaction (PostgreSQL)
 def test_the_worker_runs_the_job_and_the_page_shows_the_result_without_polling(editor, queued, project):
     call_command("db_worker", "--batch", "--no-reload", "--no-startup-delay")
