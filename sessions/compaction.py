@@ -354,19 +354,22 @@ def close_abandoned_runs(session: Session, actor: str) -> int:
         .order_by("pk")
     )
     stale_before = timezone.now() - timedelta(seconds=settings.CTXWEB_COMPACTION_ABANDONED_AFTER)
-    running = abandoned = 0
+    running = 0
     for started in open_runs:
         if started.created_at >= stale_before:
             running += 1
             continue
-        record(session, actor, CompactionFailed(
-            **event_data(started).model_dump(), run=started.pk,
-            error="interrupted: the run never finished (the server stopped during it); nothing changed",
-        ))
-        abandoned += 1
-    if abandoned:
-        Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + abandoned)
+        close_interrupted(session, actor, started,
+                          "interrupted: the run never finished (the server stopped during it); nothing changed")
     return running
+
+
+def close_interrupted(session: Session, actor: str, started: Event, error: str) -> Event:
+    """Close the run that `started` began, cut off before its end, with COMPACTION_FAILED carrying the
+    run's own figures, and count the failure. Call under the session's row lock."""
+    event = record(session, actor, CompactionFailed(**event_data(started).model_dump(), run=started.pk, error=error))
+    Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
+    return event
 
 
 def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:

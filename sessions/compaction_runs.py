@@ -16,14 +16,21 @@ from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 from django_tasks import task
 
-from .compaction import AUTO, Outcome, Plan, compact, compact_if_needed, resolve_settings, run_closed
+from .compaction import (
+    AUTO,
+    Outcome,
+    Plan,
+    close_interrupted,
+    compact,
+    compact_if_needed,
+    resolve_settings,
+    run_closed,
+)
 from .errors import Conflict, DomainError
-from .event_types import CompactionFailed
-from .events import event_data, record
 from .models import Checkpoint, CompactionRun, CompactionSettings, Event, Role, Session
 from .validation import check_text
 
@@ -241,10 +248,8 @@ def finish(run: CompactionRun, outcome: Outcome | None = None, error: str = "", 
         current.lease_expires_at = None
         failed = outcome is None or outcome.status == "failed"
         if failed and retry and current.trigger == AUTO and current.attempts < settings.CTXWEB_COMPACTION_MAX_ATTEMPTS:
-            current.state, current.last_error = State.QUEUED, error
-            current.run_after = timezone.now() + backoff(current.attempts)
-            current.save()
-            after_commit(partial(enqueue_task, current.pk, current.run_after))
+            current.last_error = error
+            requeue_after_backoff(current)
             return current.state
         current.state = State.FAILED if failed else State(outcome.status if outcome.ran else State.SKIPPED)
         current.last_error = error
@@ -272,8 +277,7 @@ def close_attempt(run: CompactionRun, error: str) -> bool:
         return False
     if run_closed(run.session_id, started):
         return False
-    record(run.session, "system", CompactionFailed(**event_data(started).model_dump(), run=started.pk, error=error))
-    Session.objects.filter(pk=run.session_id).update(failed_compactions=F("failed_compactions") + 1)
+    close_interrupted(run.session, "system", started, error)
     return True
 
 
@@ -317,12 +321,19 @@ def requeue_expired(run_id: int) -> int:
         close_attempt(run, error)
         run.last_error, run.lease_expires_at = error, None
         if run.attempts < settings.CTXWEB_COMPACTION_MAX_ATTEMPTS:
-            run.state, run.run_after = State.QUEUED, timezone.now() + backoff(run.attempts)
-            after_commit(partial(enqueue_task, run.pk, run.run_after))
+            requeue_after_backoff(run)
         else:
             run.state, run.finished_at = State.FAILED, timezone.now()
-        run.save()
+            run.save()
     return 1
+
+
+def requeue_after_backoff(run: CompactionRun) -> None:
+    """Put a run whose attempt failed back in the queue, due after the backoff of its attempts so far,
+    and hand it to the task queue once this transaction commits. Saves the run."""
+    run.state, run.run_after = State.QUEUED, timezone.now() + backoff(run.attempts)
+    run.save()
+    after_commit(partial(enqueue_task, run.pk, run.run_after))
 
 
 def task_waiting(task_id: str) -> bool:
