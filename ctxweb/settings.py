@@ -251,6 +251,9 @@ CTXWEB_IMPORT_STREAM_ABOVE = env_int("CTXWEB_IMPORT_STREAM_ABOVE", 1024 * 1024)
 # Messages per transaction when a streamed import stores a conversation (SQLite: other writers wait at most
 # for one such chunk).
 CTXWEB_IMPORT_CHUNK_MESSAGES = env_int("CTXWEB_IMPORT_CHUNK_MESSAGES", 500)
+# A job whose worker is killed is put back in the queue by the worker's sweep once its lease
+# (CTXWEB_COMPACTION_LEASE_SECONDS, the same as compaction runs') has passed, up to this many attempts.
+CTXWEB_IMPORT_MAX_ATTEMPTS = env_int("CTXWEB_IMPORT_MAX_ATTEMPTS", 3)
 
 # Brute-force protection (sessions/throttle.py): this many failed log-ins, or failed API keys, from one
 # address within the window, and that address is refused (429) for that scope until the window passes.

@@ -81,6 +81,8 @@ def get_session_for(user, project_name: str, key: str, action: str = "view") -> 
         session = Session.objects.select_related("project").get(project__name=project_name, key=key)
     except Session.DoesNotExist:
         raise Http404("No such session.") from None
+    if session.being_imported:
+        raise Http404("This session is being imported: it appears once its import has stored every message.")
     _require(user, session.project, action)
     return session
 

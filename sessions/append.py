@@ -85,18 +85,21 @@ def new_client_id() -> str:
 
 def append_messages(
     project: Project, key: str, raw_messages, actor: str = "system", *, parsed: Batch | None = None,
-    fmt: str = "ctxweb", system=None,
+    fmt: str = "ctxweb", system=None, import_source: str | None = None,
 ) -> AppendResult:
-    """Validate and store a batch. Nothing is stored unless every message is valid."""
+    """Validate and store a batch. Nothing is stored unless every message is valid. An import names its
+    source file (`import_source`, see session_store.get_or_create_locked); other appends are the
+    application's."""
     batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
     try:
         with transaction.atomic():
             if batch.instructions is not None:
-                session, created = update_session(project, key, {"instructions": batch.instructions}, actor)
+                session, created = update_session(project, key, {"instructions": batch.instructions}, actor,
+                                                  import_source=import_source)
             else:
-                session, created = get_or_create_locked(project, key, actor)
+                session, created = get_or_create_locked(project, key, actor, import_source=import_source)
             result = AppendResult(session, created)
-            _store(session, batch.messages, result, actor)
+            _store(session, batch.messages, result, actor, by_application=import_source is None)
     except DomainError as exc:
         _name_the_message_sent(exc, batch.origin)
         raise
@@ -106,7 +109,8 @@ def append_messages(
     return result
 
 
-def _store(session: Session, batch: list[NewMessage], result: AppendResult, actor: str) -> None:
+def _store(session: Session, batch: list[NewMessage], result: AppendResult, actor: str, *,
+           by_application: bool = True) -> None:
     given_ids = [m.client_id for m in batch if m.client_id]
     existing = {
         row["client_id"]: row
@@ -173,6 +177,8 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     added_tokens = sum(m.tokens for m in to_create)
     visible = [m for m in to_create if m.include_in_messages and m.role != Role.SYSTEM]
     figures = input_figures_after_append(session, to_create[0].seq, visible)
+    if by_application and session.import_source and not session.written_by_application:
+        figures["written_by_application"] = True  # an import never changes it again
     # One UPDATE for every figure the batch changed.
     Session.objects.filter(pk=session.pk).update(
         message_count=to_create[-1].seq,

@@ -16,7 +16,7 @@ from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_tasks import task
 
@@ -176,19 +176,19 @@ def claim(run_id: int) -> CompactionRun | None:
 
 
 class Heartbeat:
-    """Renews a running attempt's lease from a thread of its own while compact() works."""
+    """Renews a running attempt's lease (CTXWEB_COMPACTION_LEASE_SECONDS) from a thread of its own while
+    the work goes on: `running` selects the attempt's row while it is still this worker's. Used by
+    compaction runs and by import jobs (sessions/import_jobs.py)."""
 
-    def __init__(self, run: CompactionRun):
-        self.run = run
+    def __init__(self, running: QuerySet, name: str):
+        self.running = running
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.beat, name=f"compaction-run-{run.pk}", daemon=True)
+        self.thread = threading.Thread(target=self.beat, name=name, daemon=True)
 
     def beat(self):
         try:
             while not self.stopped.wait(settings.CTXWEB_COMPACTION_LEASE_SECONDS / 3):
-                CompactionRun.objects.filter(pk=self.run.pk, state=State.RUNNING, attempts=self.run.attempts).update(
-                    lease_expires_at=timezone.now() + lease()
-                )
+                self.running.update(lease_expires_at=timezone.now() + lease())
         finally:
             connection.close()
 
@@ -214,7 +214,8 @@ def run_compaction(run_id: int) -> str:
 
     options = {k: v for k, v in run.options.items() if k in COMPACT_OPTIONS}
     try:
-        with Heartbeat(run):
+        this_attempt = CompactionRun.objects.filter(pk=run.pk, state=State.RUNNING, attempts=run.attempts)
+        with Heartbeat(this_attempt, f"compaction-run-{run.pk}"):
             outcome = compact(run.session, trigger=run.trigger, actor=run.actor, on_started=link, **options)
     except DomainError as exc:  # the run's settings no longer fit the session: retrying cannot help
         return finish(run, error=str(exc), retry=False)

@@ -33,7 +33,8 @@ class SessionFilters:
 def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags: bool = False) -> QuerySet:
     """The sessions of `project_ids` that `filters` keeps, in the order it asks (newest activity first by
     default), with their project; `with_tags` fetches their tags too (one more query per page)."""
-    sessions = Session.objects.filter(project_id__in=project_ids).select_related("project")
+    # A session still being stored by a streamed import is not shown until it is whole.
+    sessions = Session.objects.filter(project_id__in=project_ids, being_imported=False).select_related("project")
     if with_tags:
         sessions = sessions.prefetch_related("tags")
     if filters.project:

@@ -93,6 +93,14 @@ class Session(models.Model):
     checkpoint_count = models.PositiveIntegerField(default=0)
     failed_compactions = models.PositiveIntegerField(default=0)
     tags = models.ManyToManyField("Tag", blank=True, related_name="sessions")
+    # Who writes to the session (sessions/importers/rules.py): an import creates a session from one
+    # source file (`import_source`, its name) and may later resume it from the same file, as long as the
+    # application has not written to it; the application's own sessions are never changed by an import.
+    import_source = models.CharField(max_length=300, blank=True, default="")
+    written_by_application = models.BooleanField(default=False)
+    # Set while a streamed import stores the session chunk by chunk: the session is hidden until its
+    # import has stored every message, so a stopped import leaves nothing of it to see.
+    being_imported = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -446,6 +454,10 @@ class ImportJob(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A running job's lease, renewed by its worker; a job whose lease passed lost its worker and is put
+    # back in the queue by the sweep (sessions/import_jobs.py), up to CTXWEB_IMPORT_MAX_ATTEMPTS attempts.
+    attempts = models.PositiveIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

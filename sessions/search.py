@@ -49,7 +49,7 @@ def _like(value: str) -> str:
 
 def _filters_sql(filters: SearchFilters) -> tuple[str, list]:
     placeholders = ", ".join(["%s"] * len(filters.project_ids))
-    sql = [f"s.project_id IN ({placeholders})"]
+    sql = [f"s.project_id IN ({placeholders})", "NOT s.being_imported"]
     params: list = list(filters.project_ids)
     if filters.role:
         sql.append("m.role = %s")

@@ -5,7 +5,7 @@ import re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from .errors import DomainError, NotFound
+from .errors import Conflict, DomainError, NotFound
 from .event_types import SessionCreated, SessionUpdated
 from .events import record
 from .model_input import refresh_input_tokens
@@ -25,32 +25,66 @@ def check_key(key: str) -> str:
     return key
 
 
-def get_session(project: Project, key: str, *, for_update: bool = False) -> Session:
+def get_session(project: Project, key: str, *, for_update: bool = False, importing: bool = False) -> Session:
+    """The session `key` of `project`. A session that a streamed import is still storing is only handed
+    to that import (`importing`); anyone else is told to wait for it."""
     check_key(key)
     qs = Session.objects.select_related("project")
     if for_update:
         qs = qs.select_for_update(of=("self",))
     try:
-        return qs.get(project=project, key=key)
+        session = qs.get(project=project, key=key)
     except Session.DoesNotExist:
         raise NotFound(f"No session {key!r} in this project.", code="session_not_found") from None
+    if session.being_imported and not importing:
+        raise Conflict(
+            f"Session {key!r} is being imported: it can be read and written once its import has stored "
+            "every message (see the dashboard's Import page).", code="session_being_imported",
+        )
+    return session
 
 
-def get_or_create_locked(project: Project, key: str, actor: str) -> tuple[Session, bool]:
-    """The session, row-locked for the current transaction, created first when missing."""
+def check_import_target(session: Session, source: str) -> None:
+    """An import never changes a session the application writes to: it may only resume a session that an
+    import of the same source file created, and that the application has not written to since."""
+    key = session.key
+    again = "Import the file with a key prefix to store it as new sessions."
+    if not session.import_source:
+        raise Conflict(f"Session {key!r} was created by the application, not by an import, so an import "
+                       f"never changes it. {again}", code="import_refused")
+    if session.import_source != source:
+        raise Conflict(f"Session {key!r} was imported from {session.import_source!r}, not from {source!r}; an "
+                       f"import only resumes the sessions it created from the same file. {again}",
+                       code="import_refused")
+    if session.written_by_application:
+        raise Conflict(f"Session {key!r} was imported from this file, but the application has written to it "
+                       f"since, so an import never changes it again. {again}", code="import_refused")
+
+
+def get_or_create_locked(project: Project, key: str, actor: str, *, import_source: str | None = None
+                         ) -> tuple[Session, bool]:
+    """The session, row-locked for the current transaction, created first when missing. An import names
+    its source file (`import_source`): a session it creates remembers it, and an existing session must
+    be one it may resume (check_import_target)."""
     check_key(key)
+    importing = import_source is not None
     try:
-        return get_session(project, key, for_update=True), False
+        session = get_session(project, key, for_update=True, importing=importing)
     except NotFound:
         pass
+    else:
+        if importing:
+            check_import_target(session, import_source)
+        return session, False
     try:
         with transaction.atomic():
             # An empty model input still costs the reply priming.
-            session = Session.objects.create(project=project, key=key, input_tokens=REPLY_PRIMING)
+            session = Session.objects.create(project=project, key=key, input_tokens=REPLY_PRIMING,
+                                             import_source=import_source or "")
     except IntegrityError:  # created concurrently
-        return get_session(project, key, for_update=True), False
+        return get_or_create_locked(project, key, actor, import_source=import_source)
     record(session, actor, SessionCreated(key=key))
-    return get_session(project, key, for_update=True), True
+    return get_session(project, key, for_update=True, importing=importing), True
 
 
 def clean_session_fields(data: dict) -> dict:
@@ -65,12 +99,17 @@ def clean_session_fields(data: dict) -> dict:
     return fields
 
 
-def update_session(project: Project, key: str, data: dict, actor: str = "system") -> tuple[Session, bool]:
-    """Create or update a session (PUT semantics for the fields given). Returns (session, created)."""
+def update_session(project: Project, key: str, data: dict, actor: str = "system", *,
+                   import_source: str | None = None) -> tuple[Session, bool]:
+    """Create or update a session (PUT semantics for the fields given). Returns (session, created). An
+    import names its source file (see get_or_create_locked); any other change is the application's."""
     fields = clean_session_fields(data)
     with transaction.atomic():
-        session, created = get_or_create_locked(project, key, actor)
+        session, created = get_or_create_locked(project, key, actor, import_source=import_source)
         changed = [name for name, value in fields.items() if getattr(session, name) != value]
+        if changed and import_source is None and session.import_source and not session.written_by_application:
+            fields["written_by_application"] = True
+            changed.append("written_by_application")
         for name in changed:
             setattr(session, name, fields[name])
         if "instructions" in changed:
@@ -84,5 +123,7 @@ def update_session(project: Project, key: str, data: dict, actor: str = "system"
             if "instructions" in changed:
                 refresh_input_tokens(session)
             if not created:
-                record(session, actor, SessionUpdated(fields=[c for c in changed if c != "instructions_tokens"]))
+                record(session, actor, SessionUpdated(
+                    fields=[c for c in changed if c not in ("instructions_tokens", "written_by_application")]
+                ))
     return session, created

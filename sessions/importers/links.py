@@ -16,7 +16,9 @@ from .base import ImportedSession
 def _relatives(project: Project, imported: ImportedSession) -> tuple[list[Session], list[Session]]:
     """The stored sessions of the same family (parents, sub-agents), without the imported one."""
     path, value = imported.family
-    family = Session.objects.filter(project=project, **{f"metadata__{path}": value}).exclude(key=imported.key)
+    # Only sessions that imports made and the application never wrote to: an import changes no other.
+    family = Session.objects.filter(project=project, **{f"metadata__{path}": value}).exclude(key=imported.key) \
+        .exclude(import_source="").exclude(written_by_application=True)
     parents, subs = [], []
     for session in family.order_by("key"):
         (subs if (session.metadata or {}).get("sidechain") else parents).append(session)
@@ -55,4 +57,5 @@ def link_relatives(project: Project, imported: ImportedSession, actor: str) -> N
 
 
 def _set(project: Project, session: Session, name: str, value, actor: str) -> None:
-    update_session(project, session.key, {"metadata": {**session.metadata, name: value}}, actor)
+    update_session(project, session.key, {"metadata": {**session.metadata, name: value}}, actor,
+                   import_source=session.import_source)

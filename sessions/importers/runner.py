@@ -5,14 +5,19 @@ create_imported_checkpoint for compactions found in the source, at the place the
 A file up to CTXWEB_IMPORT_STREAM_ABOVE bytes (or of a format that must be read whole) is imported in one
 transaction: a file that fails stores nothing, and the others still import. A larger file in a chat format
 is read as a stream (sessions.importers.stream), checked whole first so a bad file stores nothing, then
-stored a chunk of messages per transaction; an import stopped midway is completed by running it again. Automatic compaction does not run on imported history. A session's dates are its messages'
+stored a session per transaction (a file of records) or a chunk of messages per transaction (one long
+conversation, hidden until its last chunk is stored); an import stopped midway leaves whole sessions or
+nothing of a session, and running it again completes it.
+
+An import never changes a session the application writes to (session_store.check_import_target): it
+creates sessions, or resumes those it created from the same file. Automatic compaction does not run on imported history. A session's dates are its messages'
 (when the source has timestamps), not the import's, so date filters and sorting mean the conversation's.
 """
 
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 from pathlib import Path
 
@@ -109,15 +114,29 @@ def _dates(imported: ImportedSession) -> tuple:
     return first, max(stamps) if stamps else None
 
 
+def source_of(name: str) -> str:
+    """What an import remembers of its source file (Session.import_source): the file's own name."""
+    return name.replace("\\", "/").rsplit("/", 1)[-1][:300]
+
+
+def _about(key: str, exc: DomainError) -> DomainError:
+    """The error, saying which session it is about (import_refused names it already)."""
+    if exc.code == "import_refused":
+        return exc
+    return DomainError(f"session {key}: {exc.detail}", code=exc.code)
+
+
 def append_chunk(project: Project, key: str, chunk: list[dict], actor: str, report: FileReport,
-                 where=None) -> list[int | None]:
+                 where=None, *, source: str) -> list[int | None]:
     """Append one chunk of a session's messages (one transaction), counting them into `report`; the seq
     of each. `where(exc)` names the message an error is about."""
     try:
-        result = append_messages(project, key, chunk, actor)
+        result = append_messages(project, key, chunk, actor, import_source=source)
     except DomainError as exc:
         detail = exc.detail.split(": ", 1)[-1] if exc.detail.startswith("messages[") else exc.detail
         index = exc.extra.get("index")
+        if exc.code == "import_refused":
+            raise
         if index is None:
             place = f"session {key}: "
         else:
@@ -140,8 +159,9 @@ def append_chunk(project: Project, key: str, chunk: list[dict], actor: str, repo
 class _Appender:
     """Appends one session's messages in batches, remembering each message's seq."""
 
-    def __init__(self, project: Project, imported: ImportedSession, actor: str, report: FileReport):
+    def __init__(self, project: Project, imported: ImportedSession, actor: str, report: FileReport, source: str):
         self.project, self.imported, self.actor, self.report = project, imported, actor, report
+        self.source = source
         self.seqs: list[int | None] = []
 
     def up_to(self, end: int) -> None:
@@ -151,14 +171,16 @@ class _Appender:
             start = len(self.seqs)
             chunk = messages[start : min(end, start + batch)]
             self.seqs += append_chunk(self.project, self.imported.key, chunk, self.actor, self.report,
-                                      lambda index, start=start: start + index)
+                                      lambda index, start=start: start + index, source=self.source)
 
 
-def store_session(project: Project, imported: ImportedSession, actor: str, report: FileReport) -> Session:
+def store_session(project: Project, imported: ImportedSession, actor: str, report: FileReport, source: str
+                  ) -> Session:
     try:
-        session, created = update_session(project, imported.key, _session_fields(project, imported), actor)
+        session, created = update_session(project, imported.key, _session_fields(project, imported), actor,
+                                          import_source=source)
     except DomainError as exc:
-        raise DomainError(f"session {imported.key}: {exc.detail}", code=exc.code) from exc
+        raise _about(imported.key, exc) from exc
     started, last_active = _dates(imported)
     if created and started:
         Session.objects.filter(pk=session.pk).update(created_at=started)
@@ -166,7 +188,7 @@ def store_session(project: Project, imported: ImportedSession, actor: str, repor
     stored_before = report.messages
     report.sessions_created += created
     report.keys.append(imported.key)
-    appender = _Appender(project, imported, actor, report)
+    appender = _Appender(project, imported, actor, report, source)
     total = len(imported.messages)
     for checkpoint in sorted(imported.checkpoints, key=lambda c: (c.at or c.last, c.last)):
         at = checkpoint.at or checkpoint.last
@@ -190,6 +212,7 @@ def store_session(project: Project, imported: ImportedSession, actor: str, repor
         latest = last_active if created else max(last_active, active_before)
         Session.objects.filter(pk=session.pk).update(last_activity_at=latest)
     link_relatives(project, imported, actor)
+    Session.objects.filter(pk=session.pk, being_imported=True).update(being_imported=False)
     return session
 
 
@@ -226,7 +249,7 @@ def import_data(
         report.format = parsed.format
         with transaction.atomic():
             for imported in parsed.sessions:
-                store_session(project, imported, actor, report)
+                store_session(project, imported, actor, report, source_of(name))
                 if on_progress:
                     on_progress(report, size, 0)
         report.entries_skipped = parsed.skipped
@@ -238,22 +261,43 @@ def import_data(
 
 
 def store_streamed(project: Project, streamed: StreamedConversation, instructions: str | None, actor: str,
-                   report: FileReport, progress: Callable[[], None]) -> None:
+                   report: FileReport, progress: Callable[[], None], source: str) -> None:
     """Store a conversation read as a stream, a chunk per transaction (client ids make a re-run complete
-    what a stopped one began). Its instructions, found by the check, are set first: set after the messages,
-    they would lay out the whole model input again."""
+    what a stopped one began). A session it creates is hidden (Session.being_imported) until every chunk
+    is stored, so a stopped import leaves nothing of it to see, and the re-run shows it whole. Its
+    instructions, found by the check, are set first: set after the messages, they would lay out the whole
+    model input again."""
     fields = {"title": streamed.title, "metadata": streamed.metadata, "instructions": instructions}
     try:
-        _, created = update_session(project, streamed.key, {k: v for k, v in fields.items() if v is not None},
-                                    actor)
+        with transaction.atomic():
+            session, created = update_session(
+                project, streamed.key, {k: v for k, v in fields.items() if v is not None}, actor,
+                import_source=source,
+            )
+            if created:
+                Session.objects.filter(pk=session.pk).update(being_imported=True)
     except DomainError as exc:
-        raise DomainError(f"session {streamed.key}: {exc.detail}", code=exc.code) from exc
+        raise _about(streamed.key, exc) from exc
     report.sessions_created += created
     report.keys.append(streamed.key)
     batch = min(settings.CTXWEB_IMPORT_CHUNK_MESSAGES, settings.CTXWEB_MAX_BATCH_MESSAGES)
     for chunk in _chunks(streamed.messages, batch):
-        append_chunk(project, streamed.key, chunk, actor, report)
+        append_chunk(project, streamed.key, chunk, actor, report, source=source)
         progress()
+    Session.objects.filter(pk=session.pk, being_imported=True).update(being_imported=False)
+
+
+def store_record(project: Project, imported: ImportedSession, actor: str, report: FileReport, source: str) -> None:
+    """Store one record of a file of records: a whole session, in one transaction, so a stopped import
+    leaves it whole or not at all; the report counts it only once it is stored."""
+    counted = replace(report, keys=list(report.keys))
+    try:
+        with transaction.atomic():
+            store_session(project, imported, actor, report, source)
+    except Exception:
+        for name in ("keys", "sessions_created", "messages", "duplicates", "tool_calls", "tool_results", "checkpoints"):
+            setattr(report, name, getattr(counted, name))
+        raise
 
 
 def _chunks(items, size: int):
@@ -299,9 +343,9 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
                     on_progress(report, size, file.tell())
 
             if isinstance(session, StreamedConversation):
-                store_streamed(project, session, next(instructions), actor, report, progress)
+                store_streamed(project, session, next(instructions), actor, report, progress, source_of(name))
             else:
-                store_session(project, session, actor, report)
+                store_record(project, session, actor, report, source_of(name))
                 progress()
     except Exception as exc:  # what was stored before the failure stays, and the report counts it
         report.error = _failed(name, report.format, exc).error

@@ -10,7 +10,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
+from sessions.append import append_messages
+from sessions.errors import Conflict
 from sessions.import_jobs import create_job, run_job
+from sessions.search import SearchFilters, search_messages
+from sessions.session_store import get_session
 from sessions.importers import import_path, runner
 from sessions.importers.stream import open_stream
 from sessions.models import ImportJob, Membership, Message, Project, Session
@@ -167,12 +171,21 @@ def test_an_import_stopped_midway_is_completed_by_running_it_again(project, tmp_
 
     job.refresh_from_db()
     assert job.state == "failed" and "Killed" in job.error and job.stored_name
-    assert Session.objects.get(project=project, key="talk").message_count == 100  # whole chunks only
+    part = Session.objects.get(project=project, key="talk")
+    assert part.message_count == 100  # whole chunks only...
+    assert part.being_imported  # ...and nothing of them to see until the import completes them
+    editor = client_for(project, Membership.Role.EDITOR, "editor")
+    assert editor.get(part.get_absolute_url()).status_code == 404
+    assert "talk" not in editor.get(reverse("sessions")).content.decode()
+    assert not search_messages("squared", SearchFilters(project_ids=[project.pk]))
+    with pytest.raises(Conflict, match="is being imported"):
+        get_session(project, "talk")
+    with pytest.raises(Conflict, match="is being imported"):
+        append_messages(project, "talk", [{"role": "user", "content": "an application's message"}])
 
     monkeypatch.setattr(runner, "append_chunk", original)
-    editor = client_for(project, Membership.Role.EDITOR, "editor")
     page = editor.get(reverse("import_job", args=[job.pk])).content.decode()
-    assert "The messages stored before the failure stay. Running it again completes the import" in page
+    assert "a conversation stored only in part stays hidden until the import completes it. Running it again" in page
     assert "Run again</button>" in page
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         assert editor.post(reverse("import_job_retry", args=[job.pk])).status_code == 302
@@ -183,6 +196,8 @@ def test_an_import_stopped_midway_is_completed_by_running_it_again(project, tmp_
     assert (job.state, job.messages, job.duplicates) == ("completed", 103, 100)
     session = Session.objects.get(project=project, key="talk")
     assert session.message_count == 203 and session.instructions == "Answer briefly."
+    assert not session.being_imported and editor.get(session.get_absolute_url()).status_code == 200
+    assert search_messages("squared", SearchFilters(project_ids=[project.pk]))
     seqs = list(Message.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, 204))
 
@@ -192,3 +207,30 @@ def test_the_command_streams_large_files_too(project, tmp_path, capsys):
 
     assert "80 message(s) stored" in capsys.readouterr().out
     assert Session.objects.get(project=Project.objects.get(name="default"), key="talk").message_count == 80
+
+
+def test_a_file_of_records_stopped_midway_leaves_whole_sessions_or_nothing_of_one(project, tmp_path, monkeypatch,
+                                                                                  settings):
+    settings.CTXWEB_MAX_BATCH_MESSAGES = 50  # each record's 120 messages are appended in three chunks
+    lines = [json.loads(line) for line in conversation_lines(121).splitlines()[1:]]
+    records = [{"task_id": n, "messages": lines} for n in range(3)]
+    path = write(tmp_path, "runs.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in records))
+    original, calls = runner.append_chunk, []
+
+    def dies_in_the_second_record(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:  # the second chunk of record 1
+            raise Killed("the worker was killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "append_chunk", dies_in_the_second_record)
+    report = import_path(project, path)
+
+    assert "Killed" in report.error
+    assert dict(Session.objects.filter(project=project).values_list("key", "message_count")) == {"runs:0": 120}
+    assert (report.sessions, report.messages) == (1, 120)  # what is stored, not what was rolled back
+
+    monkeypatch.setattr(runner, "append_chunk", original)
+    again = import_path(project, path)
+    assert again.error is None and (again.messages, again.duplicates) == (240, 120)
+    assert sorted(Session.objects.filter(project=project).values_list("message_count", flat=True)) == [120] * 3

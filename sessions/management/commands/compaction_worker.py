@@ -1,6 +1,6 @@
-"""The background worker: django-tasks-db's `db_worker`, plus the sweep that keeps compaction runs
-alive (sessions/compaction_runs.py): at start, and every CTXWEB_COMPACTION_SWEEP_INTERVAL seconds,
-runs cut off by a killed worker go back to the queue. Run as many as you like, on as many machines as
+"""The background worker: django-tasks-db's `db_worker`, plus the sweep that keeps compaction runs and
+import jobs alive (sessions/compaction_runs.py, sessions/import_jobs.py): at start, and every
+CTXWEB_COMPACTION_SWEEP_INTERVAL seconds, runs and jobs cut off by a killed worker go back to the queue. Run as many as you like, on as many machines as
 you like, against one database: a run is claimed by one of them only."""
 
 import logging
@@ -13,6 +13,7 @@ from django.utils.autoreload import DJANGO_AUTORELOAD_ENV
 from django_tasks_db.management.commands import db_worker
 
 from sessions.compaction_runs import sweep_compaction_runs
+from sessions.import_jobs import sweep_import_jobs
 
 logger = logging.getLogger("sessions.compaction_runs")
 
@@ -23,6 +24,9 @@ def sweep_forever(stopped: threading.Event) -> None:
             acted = sweep_compaction_runs()
             if acted:
                 logger.warning("compaction sweep: %d run(s) put back in the queue", acted)
+            acted = sweep_import_jobs()
+            if acted:
+                logger.warning("import sweep: %d job(s) whose worker stopped put back in the queue", acted)
         except Exception:  # a locked or lost database: try again at the next interval
             logger.exception("compaction sweep failed")
         finally:
