@@ -34,8 +34,12 @@ from sessions.tokens import count_message, encoding
 from sessions.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
-MEASUREMENTS = ("tokens", "append", "latency", "concurrent", "model_input", "page", "search", "plan", "list", "import")
+MEASUREMENTS = ("tokens", "append", "latency", "concurrent", "compaction_backlog", "model_input", "page", "search", "plan",
+                "list", "import")
 BATCH = 100
+# The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
+# after this many seconds, as an LLM would, so appends overlap running compactions.
+SUMMARIZER_DELAY = 2.0
 PER_SECOND = "messages/s"
 
 
@@ -55,6 +59,8 @@ class Sizes:
     list_sessions: int
     list_sizes: tuple[int, int] = (25, 100)
     import_lines: tuple[int, int] = (100_000, 1_000_000)  # JSON Lines imported, for import memory
+    backlog_messages: int = 30_000  # stored history when automatic compaction is turned on
+    backlog_seconds: float = 900  # time bound for working it off
 
 
 FULL = Sizes(
@@ -66,7 +72,7 @@ QUICK = Sizes(
     reps=5, token_messages=200, append_messages=500, append_reps=3, latency_requests=100,
     concurrent_requests=10, concurrent_batch=10, concurrent_reps=2,
     model_input=(200, 1_000, 10_000), page=(100, 10_000), plan_tokens=100_000, list_sessions=1_000,
-    import_lines=(10_000, 100_000),
+    import_lines=(10_000, 100_000), backlog_messages=6_000, backlog_seconds=120,
 )
 
 # --- realistic text --------------------------------------------------------------------------------
@@ -278,7 +284,8 @@ class Bench:
         if self.postgres:
             report.note("PostgreSQL: ANALYZE runs after each bulk load, as autovacuum would have long before "
                         "anyone opens the data; SQLite gets no ANALYZE, as nothing runs it for this app")
-        report.note("appends go to sessions with automatic compaction off, so the figures are the append path alone")
+        report.note("appends go to sessions with automatic compaction off, so the figures are the append path alone "
+                    "(except compaction_backlog's)")
         sample = self.corpus.conversation(random.Random("sample"))
         sizes = [next(sample).template.parsed.tokens for _ in range(5000)]
         report.note(f"messages come from {len(self.corpus.turns)} generated turns: {statistics.mean(sizes):.0f} tokens "
@@ -288,7 +295,7 @@ class Bench:
             quick=quick, append=f"{s.append_messages}x{s.append_reps} in batches of {BATCH}",
             model_input="/".join(f"{n:,}" for n in s.model_input), page="/".join(f"{n:,}" for n in s.page),
             plan_tokens=f"{s.plan_tokens:,}", list_sessions=f"{s.list_sessions:,}",
-            import_lines="/".join(f"{n:,}" for n in s.import_lines),
+            import_lines="/".join(f"{n:,}" for n in s.import_lines), backlog_messages=f"{s.backlog_messages:,}",
         )
 
     def run(self, names: list[str]) -> None:
@@ -437,14 +444,20 @@ class Bench:
 
     def start_server(self) -> Server:
         if self.server is None:
-            workers = 4 if self.postgres else 1
-            progress(f"  starting gunicorn ctxweb.wsgi with {workers} worker(s)")
-            self.server = Server(self.database_url, workers, self.tmp / "gunicorn.log")
-            self.server.start(self.secret)
-            for i in range(4 * workers):  # every worker loads the app and the encoding before timing
-                self.api("POST", "/sessions/warm-up/messages",
-                         {"messages": [{"role": "user", "content": f"warm-up {i}"}]})
+            self.server = self.serve("gunicorn.log")
         return self.server
+
+    def serve(self, log_name: str, env: dict | None = None) -> Server:
+        """gunicorn (4 workers on PostgreSQL, 1 on SQLite) and the background worker, started and warmed."""
+        workers = 4 if self.postgres else 1
+        progress(f"  starting gunicorn ctxweb.wsgi with {workers} worker(s)")
+        server = Server(self.database_url, workers, self.tmp / log_name, env=env)
+        server.start(self.secret)
+        for i in range(4 * workers):  # every worker loads the app and the encoding before timing
+            status, _, _ = call(server.port, "POST", "/api/v1/sessions/warm-up/messages",
+                                json.dumps({"messages": [{"role": "user", "content": f"warm-up {i}"}]}).encode(), self.secret)
+            self.report.check("api: warm-up appends answered 200", status == 200, f"warm-up: HTTP {status}")
+        return server
 
     def stop_server(self) -> None:
         if self.server is not None:
@@ -599,6 +612,50 @@ class Bench:
         self.report.figure("concurrent appends: 1 client, same batches (for scale), rate", PER_SECOND, single)
         self.report.figure(f"concurrent appends: {clients} clients / 1 client", "x",
                            [r / s for r, s in zip(rates, single, strict=True)])
+
+    def measure_compaction_backlog(self) -> None:
+        """Issue 15: a session whose stored history is far over max_tokens gets automatic compaction
+        turned on while a client appends one small batch after another; the background worker (a
+        process of its own beside gunicorn) works the backlog off. Append latency while a run is
+        running, against the appends of the same stream with none running; tokens worked off a minute."""
+        from bench.backlog import report_backlog, work_off
+        from sessions.models import CompactionRun
+        from tests.openai_stub import OpenAIStub
+
+        n, max_tokens, keep = self.sizes.backlog_messages, 20_000, 5_000
+        built = self.build(f"backlog-{n}", count=n)
+        summarizer = OpenAIStub()
+        summarizer.delay = SUMMARIZER_DELAY
+        summarizer.reply = "Earlier: the user asked about orders, bookings and incidents; tools were called; answers given."
+        summarizer.start()
+        try:
+            server = self.serve("gunicorn-backlog.log", env={
+                "CTXWEB_SUMMARIZER": "openai", "CTXWEB_OPENAI_BASE_URL": summarizer.base_url,
+                "CTXWEB_OPENAI_API_KEY": "sk-local", "CTXWEB_OPENAI_TIMEOUT": "30",
+            })
+            try:
+                backlog = work_off(self.project, self.secret, built.session.key, server, max_tokens=max_tokens,
+                                   keep_recent_tokens=keep, seconds=self.sizes.backlog_seconds, lead=5, pause=0.05)
+            finally:
+                server.stop()
+        finally:
+            summarizer.stop()
+        name = "compaction backlog"
+        report_backlog(self.report, name, backlog, max_tokens)
+        session = self.fresh(built)
+        appended = sum(len(ack["ids"]) for ack in backlog.log["acks"])
+        self.report.check(f"{name}: every appended message stored once", session.message_count == n + appended,
+                          f"{session.message_count} messages, {n} stored before + {appended} appended")
+        self.report.check(f"{name}: one summarizer call per completed run", len(summarizer.received) == backlog.completed,
+                          f"{len(summarizer.received)} calls, {backlog.completed} completed runs")
+        self.report.check(f"{name}: appends overlapped a running compaction", len(backlog.during) > 0,
+                          "no append was answered while a run was running")
+        left = CompactionRun.objects.filter(session=session, state__in=CompactionRun.ACTIVE).count()
+        self.report.check(f"{name}: no run left queued or running", left == 0, f"{left} runs left")
+        self.report.note(f"compaction backlog: {n:,} stored messages ({built.tokens:,} tokens), automatic compaction "
+                         f"turned on at max_tokens {max_tokens:,}, keep_recent_tokens {keep:,}; the `openai` summarizer "
+                         f"against a local endpoint answering after {SUMMARIZER_DELAY:g} s; one append of 2-4 messages "
+                         "every 50 ms")
 
     # --- in-process --------------------------------------------------------------------------------
 

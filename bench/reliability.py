@@ -29,6 +29,7 @@ import traceback
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from bench.backlog import report_backlog, work_off
 from bench.client import Server
 from bench.report import Report, progress
 from bench.run import Database, close_django, start_django
@@ -144,7 +145,6 @@ class Run:
         the worker compacts the backlog: every one is answered promptly, none with a 5xx, and the model
         input ends under max_tokens."""
         from sessions.append import append_messages
-        from sessions.models import CompactionRun, Session
         from sessions.session_store import update_session
 
         key, messages, per_batch = "backlog", (6_000 if self.quick else 60_000), 500
@@ -154,49 +154,21 @@ class Run:
         rng = random.Random(15)
         for start in range(0, messages, per_batch):
             append_messages(self.project, key, batch(rng, f"history-{start}-", per_batch // 2)[:per_batch], "setup")
-        before = Session.objects.get(project=self.project, key=key).input_tokens
         server = Server(self.database_url, 2, self.tmp / "gunicorn-backlog.log", timeout=None)
         server.start(self.secret)
-        log = new_log()
-        done = threading.Event()
-        writer = threading.Thread(target=backlog_writer, args=(server.port, self.secret, key, done, log))
-        began = time.monotonic()
         try:
-            update_session(self.project, key, {"compaction": {"auto": True, "max_tokens": max_tokens, "keep_recent_tokens": 5_000}})
-            writer.start()
-            deadline = began + (300 if self.quick else 900)
-            session = Session.objects.filter(project=self.project, key=key)
-            while time.monotonic() < deadline:
-                time.sleep(0.5)
-                runs = CompactionRun.objects.filter(session__in=session)
-                if runs.exists() and not runs.filter(state__in=CompactionRun.ACTIVE).exists() \
-                        and session.get().input_tokens <= max_tokens:
-                    break
-            worked_off = time.monotonic() - began
+            backlog = work_off(self.project, self.secret, key, server, max_tokens=max_tokens, keep_recent_tokens=5_000,
+                               seconds=300 if self.quick else 900, lead=3)
         finally:
-            done.set()
-            writer.join(timeout=120)
             self.wait_for_compaction_runs("backlog", [key])
             server.stop()
-        after = Session.objects.get(project=self.project, key=key).input_tokens
-        check = self.report.check
-        check("backlog: every append answered without error", not log["problems"], "; ".join(log["problems"][:3]))
-        check("backlog: no 5xx", log["server_errors"] == 0, f"{log['server_errors']} answers were 5xx")
-        check("backlog: the model input ends under max_tokens", after <= max_tokens, f"{after:,} > {max_tokens:,}")
-        latencies = log["latencies"]
+        report_backlog(self.report, "backlog", backlog, max_tokens)
+        latencies = backlog.log["latencies"]
         # Far under gunicorn's 30 s. A run still plans its whole backlog under the session's row lock,
         # which appends wait for: the per-run budget (issue 15 item 3) bounds that wait.
-        check("backlog: appends answered promptly while compacting (under 10 s)", latencies and max(latencies) < 10.0,
-              f"slowest append {max(latencies or [0]):.2f} s")
+        self.report.check("backlog: appends answered promptly while compacting (under 10 s)",
+                          latencies and max(latencies) < 10.0, f"slowest append {max(latencies or [0]):.2f} s")
         self.check_compactions("backlog", key)
-        self.report.figure("backlog: model input before", "tokens", [before])
-        self.report.figure("backlog: model input after", "tokens", [after])
-        self.report.figure("backlog: worked off in", "s", [worked_off])
-        self.report.figure("backlog: backlog worked off per minute", "tokens/min", [(before - after) / worked_off * 60])
-        self.report.figure("backlog: appends while compacting", "appends", [len(log["acks"])])
-        if latencies:
-            self.report.figure("backlog: append latency p50", "ms", [statistics.median(latencies) * 1000])
-            self.report.figure("backlog: append latency max", "ms", [max(latencies) * 1000])
 
     # --- kill -----------------------------------------------------------------------------------
 
@@ -411,21 +383,6 @@ class Run:
               f"no automatic compaction completed: {dict(terminals)}")
         check("load: requested compactions ran", any(k.startswith("request ") for k in terminals),
               f"no requested compaction: {dict(terminals)}")
-
-
-def backlog_writer(port: int, secret: str, key: str, done: threading.Event, log: dict) -> None:
-    """Append one small batch after another until `done`, timing each; every answer must be a 200."""
-    rng = random.Random(7)
-    n = 0
-    while not done.is_set():
-        messages = batch(rng, f"backlog-{n}-", 1)
-        data = append_until_acknowledged(lambda: port, secret, key, messages, timeout=60,
-                                         deadline=time.monotonic() + 120, log=log)
-        if data is None:
-            return
-        log["acks"].append({"ids": [m["id"] for m in messages], "compaction": (data.get("compaction") or {}).get("status")})
-        n += 1
-        time.sleep(0.1)
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,10 @@
 """ctxweb benchmarks: `python -m bench.run [--quick] [--only NAMES] [--keep]`.
 
 Generates its own data in a database of its own: a SQLite file in a temporary directory, or, when
-DATABASE_URL points at PostgreSQL, a database named ctxweb_bench on that server (created and dropped
-here; the database named in the URL is only used to issue CREATE/DROP DATABASE). Progress goes to
-stderr; the table and a final line of JSON go to stdout. Failed correctness checks make the exit
-status non-zero; timings never do.
+DATABASE_URL points at PostgreSQL, a database named ctxweb_bench (or $CTXWEB_BENCH_DATABASE) on that
+server (created and dropped here; the database named in the URL is only used to issue CREATE/DROP
+DATABASE). Progress goes to stderr; the table and a final line of JSON go to stdout. Failed
+correctness checks make the exit status non-zero; timings never do.
 """
 
 import argparse
@@ -130,7 +130,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     args = parser.parse_args(argv)
 
-    database = Database(os.environ.get("DATABASE_URL", ""), args.keep)
+    database = Database(os.environ.get("DATABASE_URL", ""), args.keep,
+                        name=os.environ.get("CTXWEB_BENCH_DATABASE", BENCH_DATABASE))
     report = Report()
     try:
         start_django(database, report)
