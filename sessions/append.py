@@ -114,7 +114,9 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     given_ids = [m.client_id for m in batch if m.client_id]
     existing = {
         row["client_id"]: row
-        for row in Message.objects.filter(session=session, client_id__in=given_ids).values(
+        # No ordering: with the model's (session, seq) ordering SQLite walks the whole session's seq index
+        # instead of probing the unique (session, client_id) index, so appends slowed as sessions grew.
+        for row in Message.objects.filter(session=session, client_id__in=given_ids).order_by().values(
             "client_id", "seq", "digest", "tokens"
         )
     } if given_ids else {}
