@@ -37,8 +37,13 @@ class RateLimited(DomainError):
 @dataclass(frozen=True)
 class Bucket:
     field: str  # the ApiKey field holding the moment the bucket is full again
-    per_minute: int  # 0: no limit
+    setting: str
     unit: str
+
+    @property
+    def per_minute(self) -> int:
+        """0: no limit."""
+        return getattr(settings, self.setting)
 
     def interval(self) -> float:
         """Seconds it takes to refill one unit."""
@@ -51,8 +56,8 @@ class Bucket:
 
 def buckets() -> list[Bucket]:
     return [
-        Bucket("requests_refilled_at", settings.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE, "requests"),
-        Bucket("bytes_refilled_at", settings.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE, "bytes of request bodies"),
+        Bucket("requests_refilled_at", "CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", "requests"),
+        Bucket("bytes_refilled_at", "CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE", "bytes of request bodies"),
     ]
 
 
@@ -83,13 +88,16 @@ def admit(key: ApiKey, body_bytes: int) -> None:
     ApiKey.objects.filter(pk=key.pk).update(
         **_window(now, usage_requests=0, usage_bytes=0, usage_throttled=1), throttled_total=F("throttled_total") + 1,
     )
-    state = ApiKey.objects.filter(pk=key.pk).values(*(b.field for b in limited)).first() or {}
-    waits = [(max(state.get(b.field, 0), now) + b.cost(amounts[b.field]) - MINUTE - now, b) for b in limited]
+    state = ApiKey.objects.filter(pk=key.pk).values(*(b.field for b in buckets())).first()
+    if state is None:  # deleted since it was authenticated
+        raise DomainError("The API key is not valid.", code="invalid_api_key", status=401)
+    waits = [(max(state[b.field], now) + b.cost(amounts[b.field]) - MINUTE - now, b) for b in limited]
+    if not waits:  # the limits were turned off meanwhile
+        return
     wait, bucket = max(waits, key=lambda pair: pair[0])
     seconds = max(1, math.ceil(wait))
     raise RateLimited(
-        f"Rate limit of this API key reached: {bucket.per_minute} {bucket.unit} per minute "
-        f"(CTXWEB_RATE_LIMIT_{'REQUESTS' if bucket.field.startswith('requests') else 'BYTES'}_PER_MINUTE); "
+        f"Rate limit of this API key reached: {bucket.per_minute} {bucket.unit} per minute ({bucket.setting}); "
         f"try again in {seconds} seconds.",
         seconds,
     )

@@ -9,7 +9,7 @@ import pytest
 
 import ctxweb.settings as defaults
 from sessions.models import ApiKey
-from tests.api.conftest import assert_error
+from tests.api.conftest import Api, assert_error
 
 pytestmark = pytest.mark.django_db
 
@@ -120,3 +120,19 @@ def test_the_key_row_keeps_the_last_minutes_figures(api, limits):
     key.refresh_from_db()
     assert (key.usage_requests, key.usage_bytes, key.usage_throttled, key.throttled_total) == (1, 0, 0, 1)
 
+
+
+def test_a_key_deleted_while_its_request_was_authenticated_gets_401(api_key, limits, monkeypatch):
+    from sessions import api_keys
+
+    limits(requests=1)
+    real = api_keys.authenticate
+
+    def authenticate_then_delete(secret):
+        key = real(secret)
+        ApiKey.objects.filter(pk=key.pk).delete()
+        return key
+
+    monkeypatch.setattr("ctxweb.api.authenticate", authenticate_then_delete)
+
+    assert_error(Api(api_key).get("/sessions"), 401, "invalid_api_key")
