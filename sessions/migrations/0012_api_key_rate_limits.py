@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ctx_sessions', '0010_auth_failure_subject'),
+        ('ctx_sessions', '0011_auth_failure_subject'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("ctx_sessions", "0009_import_job"),
+        ("ctx_sessions", "0010_import_rules"),
     ]
 
     operations = [
