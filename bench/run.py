@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from bench.client import UNLIMITED
 from bench.report import Report, progress
 
 BENCH_DATABASE = "ctxweb_bench"
@@ -99,6 +100,7 @@ def start_django(database: Database, report: Report) -> None:
     os.environ["DATABASE_URL"] = database.create()
     os.environ["DEBUG"] = "1"  # to load the settings; switched off below, and the server runs with it off
     os.environ["ALLOWED_HOSTS"] = "127.0.0.1"
+    os.environ.update(UNLIMITED)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
     import django
     from django.core.management import call_command

@@ -10,9 +10,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
-from sessions import throttle
+from sessions import rate_limits, throttle
 from sessions.api import router as sessions_router
-from sessions.api_keys import AuthError, authenticate
+from sessions.api_keys import PREFIX_LENGTH, AuthError, authenticate
 from sessions.errors import DomainError
 from sessions.schemas import UNION_TAGS
 from sessions.validation import field_path, load_json_body, plain_message
@@ -24,21 +24,26 @@ logger = logging.getLogger("ctxweb.api")
 
 class ApiKeyAuth(HttpBearer):
     def __call__(self, request):
-        # An address over the limit of failed keys is refused before its key is looked at.
-        throttle.check(request, throttle.Scope.API_KEY)
-        header = request.headers.get("Authorization")
+        header = request.headers.get("Authorization") or ""
+        scheme, _, secret = header.partition(" ")
+        secret = secret.strip() if scheme.lower() == "bearer" else ""
+        prefix = secret[:PREFIX_LENGTH]
+        # An address, or a key prefix, over the limit of failed keys is refused before its key is looked at.
+        throttle.check(request, throttle.Scope.API_KEY, prefix)
         if not header:
             raise AuthError("Send your API key as 'Authorization: Bearer <key>'.", code="missing_api_key")
-        scheme, _, secret = header.partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
+        if not secret:
             raise AuthError("The Authorization header must be 'Bearer <key>'.", code="malformed_authorization")
-        return self.authenticate(request, secret.strip())
+        key = self.authenticate(request, secret)
+        rate_limits.admit(key, len(request.body))
+        return key
 
     def authenticate(self, request, token):
         try:
             return authenticate(token)
         except AuthError:
-            throttle.record_failure(request, throttle.Scope.API_KEY)
+            # 429 instead when the limit was reached by attempts running at the same time as this one.
+            throttle.record_failure(request, throttle.Scope.API_KEY, token[:PREFIX_LENGTH])
             raise
 
 
@@ -71,7 +76,8 @@ def on_domain_error(request, exc: DomainError):
 
 
 @api.exception_handler(throttle.TooManyAuthFailures)
-def on_too_many_auth_failures(request, exc: throttle.TooManyAuthFailures):
+@api.exception_handler(rate_limits.RateLimited)
+def on_too_many_requests(request, exc: throttle.TooManyAuthFailures | rate_limits.RateLimited):
     response = api.create_response(request, exc.as_dict(), status=exc.status)
     response["Retry-After"] = str(exc.retry_after)
     return response

@@ -168,7 +168,8 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 # Production hardening; `manage.py check --deploy` passes with DEBUG off.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
+BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
@@ -259,9 +260,23 @@ CTXWEB_IMPORT_MAX_ATTEMPTS = env_int("CTXWEB_IMPORT_MAX_ATTEMPTS", 3)
 # address within the window, and that address is refused (429) for that scope until the window passes.
 CTXWEB_AUTH_FAILURE_LIMIT = env_int("CTXWEB_AUTH_FAILURE_LIMIT", 10)
 CTXWEB_AUTH_FAILURE_WINDOW = env_int("CTXWEB_AUTH_FAILURE_WINDOW", 300)
-# How many reverse proxies in front append to X-Forwarded-For. 0 (the default): the header is ignored,
-# since anyone can send one; the client address is REMOTE_ADDR.
+# The reverse proxies whose X-Forwarded-For is believed: comma-separated addresses or networks
+# (127.0.0.1, 10.0.0.0/8, ::1). The client address is REMOTE_ADDR unless that is one of them; then the
+# right-most X-Forwarded-For entry, and so on leftwards while the entry read is a trusted proxy too.
+# Empty (the default): the header is ignored, since anyone can send one.
+CTXWEB_TRUSTED_PROXIES = [p.strip() for p in env_str("CTXWEB_TRUSTED_PROXIES").split(",") if p.strip()]
+# Kept from before CTXWEB_TRUSTED_PROXIES: at most this many X-Forwarded-For entries are read (0: no
+# bound). Set alone, it trusts proxies on this machine only (127.0.0.0/8, ::1).
 CTXWEB_TRUSTED_PROXY_COUNT = env_int("CTXWEB_TRUSTED_PROXY_COUNT", 0)
+
+# Rate limits per API key (sessions/rate_limits.py), token buckets refilled continuously that hold a
+# minute's worth: requests, and bytes of request bodies (what token counting and storing cost grows
+# with). Past either, 429 with Retry-After. 0 turns a limit off.
+CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", 1200)
+CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE", 20_000_000)
+# POST /api/v1/tokens counts at most this many characters of text in all its messages together (413
+# past it, before any is tokenized): tokenizing costs about 0.8 s of CPU per million characters.
+CTXWEB_MAX_TOKEN_COUNT_CHARS = env_int("CTXWEB_MAX_TOKEN_COUNT_CHARS", 1_000_000)
 
 LOGGING = {
     "version": 1,

@@ -137,11 +137,12 @@ class EventAdmin(ReadOnlyAdmin):
 
 @admin.register(AuthFailure)
 class AuthFailureAdmin(ReadOnlyAdmin):
-    """Failed log-ins and API keys by address. Deleting an address's rows lifts its block early."""
+    """Failed log-ins and API keys by address, username or key prefix. Deleting a subject's rows lifts
+    its block early."""
 
-    list_display = ["address", "scope", "created_at"]
+    list_display = ["subject", "scope", "created_at"]
     list_filter = ["scope"]
-    search_fields = ["address"]
+    search_fields = ["subject"]
 
     def has_delete_permission(self, request, obj=None):
         return admin.ModelAdmin.has_delete_permission(self, request, obj)

@@ -3,16 +3,16 @@
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+import time
 
 from django.utils import timezone
 
+from . import rate_limits
 from .errors import DomainError
 from .models import ApiKey, Project
 
 SECRET_PREFIX = "ctx_"
 PREFIX_LENGTH = 12
-LAST_USED_RESOLUTION = timedelta(minutes=1)
 # Compared against when no key has the secret's prefix, so a miss costs what a hit costs.
 DUMMY_HASH = hashlib.sha256(b"ctxweb: no API key has this prefix").hexdigest()
 # Prefixes carry 48 random bits, so sharing one is rare; the cap only bounds a pathological case.
@@ -60,11 +60,7 @@ def authenticate(secret: str) -> ApiKey:
         raise AuthError("The API key is not valid.", code="invalid_api_key")
     if key.revoked_at is not None:
         raise AuthError("This API key was revoked.", code="revoked_api_key")
-    now = timezone.now()
-    # Written at most once a minute per key, so reads stay reads.
-    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-        key.last_used_at = now
+    # last_used_at is written by sessions.rate_limits.admit, in the UPDATE every request makes anyway.
     return key
 
 
@@ -75,8 +71,13 @@ def revoke(key: ApiKey) -> None:
 
 
 def keys_of(projects) -> list[ApiKey]:
-    """The API keys of `projects`, by project, newest first, with who created them."""
-    return list(
+    """The API keys of `projects`, by project, newest first, with who created them and their last minute's
+    figures (`usage`, sessions.rate_limits.Usage), read from the same rows."""
+    keys = list(
         ApiKey.objects.filter(project__in=projects).select_related("project", "created_by")
         .order_by("project__name", "-created_at")
     )
+    now = time.time()
+    for key in keys:
+        key.usage = rate_limits.usage(key, now)
+    return keys

@@ -1,7 +1,7 @@
 """Configuration mistakes reported at start-up by Django's system checks."""
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 from .summarizers import SUMMARIZERS
@@ -43,10 +43,33 @@ def check_compaction_defaults(app_configs, **kwargs):
 
 @register()
 def check_auth_failure_limits(app_configs, **kwargs):
-    return (
+    from .throttle import parse_networks
+
+    errors = (
         _at_least("CTXWEB_AUTH_FAILURE_LIMIT", 1, "ctxweb.E010")
         + _at_least("CTXWEB_AUTH_FAILURE_WINDOW", 1, "ctxweb.E011", " second")
         + _at_least("CTXWEB_TRUSTED_PROXY_COUNT", 0, "ctxweb.E012")
+    )
+    _, invalid = parse_networks(tuple(settings.CTXWEB_TRUSTED_PROXIES))
+    if invalid:
+        errors.append(Error(f"CTXWEB_TRUSTED_PROXIES: not an IP address or network: {', '.join(invalid)}.",
+                            id="ctxweb.E013"))
+    if settings.BEHIND_TLS_PROXY and not settings.CTXWEB_TRUSTED_PROXIES:
+        errors.append(Warning(
+            "BEHIND_TLS_PROXY is set but CTXWEB_TRUSTED_PROXIES is empty: every client has the proxy's "
+            "address, so failed log-ins and API keys of anyone block everyone.",
+            hint="Set CTXWEB_TRUSTED_PROXIES to the proxy's address, e.g. 127.0.0.1 when it runs on this machine.",
+            id="ctxweb.W014",
+        ))
+    return errors
+
+
+@register()
+def check_rate_limits(app_configs, **kwargs):
+    return (
+        _at_least("CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", 0, "ctxweb.E015")
+        + _at_least("CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE", 0, "ctxweb.E016")
+        + _at_least("CTXWEB_MAX_TOKEN_COUNT_CHARS", 1, "ctxweb.E017")
     )
 
 

@@ -1,6 +1,8 @@
 """The log-in pages, the dashboard's and the Django admin's, refused with 429 while the client's
-address has too many failed log-ins: the password is then not checked at all. Failures are counted by
-sessions.throttle from Django's user_login_failed signal, so both pages share one count."""
+address or the username has too many failed log-ins: the password is then not checked at all. Each
+log-in is recorded as a failure before its password is checked (sessions.throttle, under a lock, so
+parallel guesses cannot overshoot the limit) and given back unless Django's user_login_failed signal
+said it failed; both pages share one count."""
 
 import math
 from functools import wraps
@@ -19,11 +21,18 @@ from . import throttle
 def refused_while_blocked(view):
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if request.method == "POST":
-            seconds = throttle.retry_after(request, throttle.Scope.LOGIN)
-            if seconds:
-                return blocked(request, seconds)
-        return view(request, *args, **kwargs)
+        if request.method != "POST":
+            return view(request, *args, **kwargs)
+        try:
+            attempt = throttle.record_failure(request, throttle.Scope.LOGIN, throttle.posted_username(request))
+        except throttle.TooManyAuthFailures as exc:
+            return blocked(request, exc.retry_after)
+        request.login_attempt = attempt
+        try:
+            return view(request, *args, **kwargs)
+        finally:
+            if not attempt.failed:  # a right password, or a form that checked none
+                attempt.release()
 
     return wrapped
 

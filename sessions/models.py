@@ -265,6 +265,17 @@ class ApiKey(models.Model):
     )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Rate limits (sessions/rate_limits.py). Each token bucket is kept as the moment it is full again, in
+    # seconds since the epoch, so one conditional UPDATE takes from both.
+    requests_refilled_at = models.FloatField(default=0)
+    bytes_refilled_at = models.FloatField(default=0)
+    # What the dashboard shows: requests, body bytes and refused requests since usage_since, a counting
+    # window restarted by the first request more than a minute after it began; and refusals ever.
+    usage_since = models.FloatField(default=0)
+    usage_requests = models.PositiveIntegerField(default=0)
+    usage_bytes = models.PositiveBigIntegerField(default=0)
+    usage_throttled = models.PositiveIntegerField(default=0)
+    throttled_total = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         indexes = [
@@ -338,27 +349,30 @@ class Note(models.Model):
 
 
 class AuthFailure(models.Model):
-    """A failed log-in or API key from one client address. Too many in a short window and that
-    address is refused for that scope until the window passes (sessions/throttle.py)."""
+    """A failed log-in or API key, counted against one subject: the client address (scopes `login` and
+    `api_key`), the username tried (`account`) or the key prefix tried (`key_prefix`). Too many in a
+    short window and that subject is refused until the window passes (sessions/throttle.py)."""
 
     class Scope(models.TextChoices):
         LOGIN = "login"
         API_KEY = "api_key", "API key"
+        ACCOUNT = "account", "log-in account"
+        KEY_PREFIX = "key_prefix", "API key prefix"
 
-    address = models.CharField(max_length=64)
+    subject = models.CharField(max_length=150)
     scope = models.CharField(max_length=10, choices=Scope.choices)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         indexes = [
-            # Every log-in and API request reads an address's recent failures through this index.
-            models.Index(fields=["address", "scope", "-created_at"], name="auth_failure_recent"),
+            # Every log-in and API request reads its subjects' recent failures through this index.
+            models.Index(fields=["subject", "scope", "-created_at"], name="auth_failure_recent"),
             # Pruning deletes by age.
             models.Index(fields=["created_at"], name="auth_failure_age"),
         ]
 
     def __str__(self):
-        return f"{self.scope} failure from {self.address}"
+        return f"{self.scope} failure of {self.subject}"
 
 
 class CompactionRun(models.Model):

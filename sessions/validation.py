@@ -413,11 +413,34 @@ def parse_messages(raw_messages) -> list[NewMessage]:
     return [new_message(message, index) for index, message in enumerate(batch)]
 
 
+def text_chars(value) -> int:
+    """Characters in every string of a JSON value, keys included: a bound on what tokenizing it reads."""
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += sum(len(k) for k in item if isinstance(k, str))
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return total
+
+
 def count_openai_messages(messages) -> tuple[int, list[int]]:
     """Token count of an OpenAI-format message list: the total with reply priming, and
-    each message's figure. Fields that do not reach the model's context are ignored."""
+    each message's figure. Fields that do not reach the model's context are ignored. All their text
+    together may not exceed CTXWEB_MAX_TOKEN_COUNT_CHARS characters (413, before any is tokenized)."""
     if not isinstance(messages, list) or not messages:
         raise DomainError("messages must be a non-empty list", code="invalid_batch")
+    chars, most = text_chars(messages), settings.CTXWEB_MAX_TOKEN_COUNT_CHARS
+    if chars > most:
+        raise TooLarge(
+            f"messages hold {chars:,} characters of text; one token count takes at most {most:,} "
+            "(CTXWEB_MAX_TOKEN_COUNT_CHARS). Count them in smaller parts.",
+            code="too_much_text",
+        )
     per_message = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):

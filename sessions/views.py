@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from . import access
+from . import access, rate_limits
 from .api_keys import create_api_key, keys_of, revoke
 from .compaction_runs import request_compaction, run_outcome, wait_for
 from .errors import DomainError
@@ -289,7 +289,9 @@ def api_keys(request: HttpRequest) -> HttpResponse:
             flash.error(request, exc.detail)
         else:
             flash.success(request, f"API key {key.name!r} created for {project.name}. Copy the secret now: it is not shown again.")
-    return render(request, "sessions/api_keys.html", {"keys": keys_of(projects), "projects": projects, "new_secret": new_secret})
+    return render(request, "sessions/api_keys.html", {
+        "keys": keys_of(projects), "projects": projects, "new_secret": new_secret, "rate_limits": rate_limits.buckets(),
+    })
 
 
 @login_required

@@ -1,6 +1,7 @@
 from contextlib import contextmanager
 
 import pytest
+from django.contrib.auth import forms as auth_forms
 from django.core.management import call_command
 from django.db import connection
 
@@ -60,6 +61,20 @@ AUTH_FAILURE_WINDOW = 300
 def low_auth_failure_limit(settings):
     settings.CTXWEB_AUTH_FAILURE_LIMIT = AUTH_FAILURE_LIMIT
     settings.CTXWEB_AUTH_FAILURE_WINDOW = AUTH_FAILURE_WINDOW
+
+
+@pytest.fixture
+def password_checks(monkeypatch):
+    """How many times a log-in form asked django.contrib.auth to check a password."""
+    calls = []
+    real = auth_forms.authenticate
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("username"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(auth_forms, "authenticate", counting)
+    return calls
 
 
 @pytest.fixture

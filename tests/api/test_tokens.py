@@ -110,3 +110,35 @@ def test_another_projects_key_counts_the_same(api, other_api):
     messages = [{"role": "user", "content": "Same words, same count."}]
 
     assert other_api.post("/tokens", {"messages": messages}).json() == api.post("/tokens", {"messages": messages}).json()
+
+
+def test_the_text_of_one_count_is_limited_in_total_before_anything_is_tokenized(api, settings, monkeypatch):
+    settings.CTXWEB_MAX_TOKEN_COUNT_CHARS = 100
+    tokenized = []
+    monkeypatch.setattr("sessions.validation.count_message", lambda *args: tokenized.append(args))
+    messages = [{"role": "user", "content": "x" * 40}, {"role": "assistant", "content": [
+        {"type": "text", "text": "y" * 40}]}, {"role": "user", "content": "z" * 30}]
+
+    body = assert_error(count(api, messages), 413, "too_much_text")
+
+    # Every string counts, keys too (tool call arguments given as objects are tokenized with theirs):
+    # 4 + 4 + 7 + 40, then 4 + 9 + 7 + 4 + 4 + 4 + 40, then 4 + 4 + 7 + 30.
+    assert "172 characters" in body["detail"] and "at most 100" in body["detail"]
+    assert "CTXWEB_MAX_TOKEN_COUNT_CHARS" in body["detail"]
+    assert tokenized == []
+
+
+def test_text_up_to_the_limit_is_counted(api, settings):
+    settings.CTXWEB_MAX_TOKEN_COUNT_CHARS = 100
+    # 4 + 4 + 7 + 40, then 4 + 9 + 7 + 20: 95.
+    messages = [{"role": "user", "content": "x" * 40}, {"role": "assistant", "content": "y" * 20}]
+
+    assert count(api, messages).status_code == 200
+
+
+def test_by_default_ten_long_strings_are_refused_together(api, settings):
+    """The issue's request: ten texts each within CTXWEB_MAX_TEXT_CHARS cost seconds of CPU together."""
+    settings.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = 0
+    messages = [{"role": "user", "content": "x" * 200_000} for _ in range(10)]
+
+    assert_error(count(api, messages), 413, "too_much_text")

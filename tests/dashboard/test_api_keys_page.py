@@ -2,12 +2,15 @@
 revoke them; other roles manage no keys."""
 
 import hashlib
+import json
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from sessions.api_keys import create_api_key
 from sessions.models import ApiKey
+from tests.api.conftest import HOST
 
 from .dom import parse
 
@@ -135,3 +138,22 @@ def test_a_superuser_manages_every_projects_keys(superuser_client, other_project
     secret = shown_secret(create(superuser_client, project="other", name="theirs"))
     assert ApiKey.objects.get(name="theirs").project == other_project
     assert secret
+
+
+def test_each_key_shows_its_last_minutes_requests_bytes_and_refusals(admin_client, project, settings):
+    settings.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = 3
+    busy, secret = create_api_key(project, "busy-bot")
+    create_api_key(project, "idle-bot")
+    api = Client(HTTP_HOST=HOST, headers={"Authorization": f"Bearer {secret}"})
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * 2000}]})
+    for _ in range(3):
+        assert api.post("/api/v1/tokens", body, content_type="application/json").status_code == 200
+    assert api.get("/api/v1/sessions").status_code == 429
+
+    doc = parse(admin_client.get(PAGE))
+    assert "3 requests" in doc.one(id="rate-limits").text()
+    rows = {tr.find_all("td")[0].text(): tr for tr in doc.find_all("tr") if tr.find_all("td")}
+    busy_usage = rows["busy-bot"].one("td", cls="usage").text()
+    assert "3 requests" in busy_usage and "6.0 KB sent" in busy_usage
+    assert "1 refused" in busy_usage and "1 refused in all" in busy_usage
+    assert rows["idle-bot"].one("td", cls="usage").text().startswith("0 requests, 0 bytes sent")

@@ -57,7 +57,7 @@ class World:
         self.request_event = build_request(project, story.session.key, messages=[
             {"role": "user", "content": "not stored", "persist": False}]).event
         self.compaction_run = request_compaction(story.session, "test")  # done by the instant test worker
-        AuthFailure.objects.create(address="192.0.2.1", scope=AuthFailure.Scope.LOGIN)
+        AuthFailure.objects.create(subject="192.0.2.1", scope=AuthFailure.Scope.LOGIN)
         self.other_session = other_session
         self.import_job = ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed",
                                                    stored_name="default/stopped.upload", error="killed")

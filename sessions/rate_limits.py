@@ -1,0 +1,119 @@
+"""Rate limits per API key: two token buckets, each holding a minute's worth and refilled continuously,
+one of requests (CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE) and one of bytes of request bodies
+(CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE), which is what token counting and storing cost grows with. A
+request takes one from the first and its body's size from the second; when either has too little, it is
+refused with 429 and Retry-After, and takes nothing.
+
+Each bucket is stored on the key's row as the moment it is full again (the generic cell rate algorithm),
+so admitting a request is one conditional UPDATE of that row, in every web process alike: the database
+applies concurrent UPDATEs of a row one after the other and re-evaluates the condition for each, so
+parallel requests cannot overshoot. The same UPDATE keeps the figures the API keys page shows."""
+
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Greatest
+from django.db.models.lookups import LessThanOrEqual
+from django.utils import timezone
+
+from .errors import DomainError
+from .models import ApiKey
+
+MINUTE = 60.0
+
+
+class RateLimited(DomainError):
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, detail: str, retry_after: int):
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Bucket:
+    field: str  # the ApiKey field holding the moment the bucket is full again
+    setting: str
+    unit: str
+
+    @property
+    def per_minute(self) -> int:
+        """0: no limit."""
+        return getattr(settings, self.setting)
+
+    def interval(self) -> float:
+        """Seconds it takes to refill one unit."""
+        return MINUTE / self.per_minute
+
+    def cost(self, amount: int) -> float:
+        """Seconds of refill `amount` takes; more than the bucket holds is charged as a full bucket."""
+        return min(amount, self.per_minute) * self.interval()
+
+
+def buckets() -> list[Bucket]:
+    return [
+        Bucket("requests_refilled_at", "CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", "requests"),
+        Bucket("bytes_refilled_at", "CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE", "bytes of request bodies"),
+    ]
+
+
+def _window(now: float, **counted) -> dict:
+    """The dashboard's figures: added to, or started anew when the window is more than a minute old."""
+    stale = {"usage_since__lte": now - MINUTE}
+    out = {"usage_since": Case(When(**stale, then=Value(now)), default=F("usage_since"))}
+    for name, amount in counted.items():
+        out[name] = Case(When(**stale, then=Value(amount)), default=F(name) + amount)
+    return out
+
+
+def admit(key: ApiKey, body_bytes: int) -> None:
+    """Takes one request and `body_bytes` from the key's buckets, or raises RateLimited."""
+    now = time.time()
+    amounts = {"requests_refilled_at": 1, "bytes_refilled_at": body_bytes}
+    limited = [b for b in buckets() if b.per_minute > 0]
+    updates = {b.field: Greatest(F(b.field), Value(now)) + b.cost(amounts[b.field]) for b in limited}
+    # Full again no later than a minute from now: the bucket had room for this request.
+    room = [LessThanOrEqual(Greatest(F(b.field), Value(now)), Value(now + MINUTE - b.cost(amounts[b.field])))
+            for b in limited]
+    admitted = ApiKey.objects.filter(*room, pk=key.pk).update(
+        **updates, **_window(now, usage_requests=1, usage_bytes=body_bytes, usage_throttled=0),
+        last_used_at=timezone.now(),
+    )
+    if admitted:
+        return
+    ApiKey.objects.filter(pk=key.pk).update(
+        **_window(now, usage_requests=0, usage_bytes=0, usage_throttled=1), throttled_total=F("throttled_total") + 1,
+    )
+    state = ApiKey.objects.filter(pk=key.pk).values(*(b.field for b in buckets())).first()
+    if state is None:  # deleted since it was authenticated
+        raise DomainError("The API key is not valid.", code="invalid_api_key", status=401)
+    waits = [(max(state[b.field], now) + b.cost(amounts[b.field]) - MINUTE - now, b) for b in limited]
+    if not waits:  # the limits were turned off meanwhile
+        return
+    wait, bucket = max(waits, key=lambda pair: pair[0])
+    seconds = max(1, math.ceil(wait))
+    raise RateLimited(
+        f"Rate limit of this API key reached: {bucket.per_minute} {bucket.unit} per minute ({bucket.setting}); "
+        f"try again in {seconds} seconds.",
+        seconds,
+    )
+
+
+@dataclass(frozen=True)
+class Usage:
+    requests: int
+    bytes: int
+    throttled: int
+    throttled_total: int
+
+
+def usage(key: ApiKey, now: float | None = None) -> Usage:
+    """The key's figures of the last minute's counting window (nothing when it is older), from its row."""
+    now = time.time() if now is None else now
+    if key.usage_since <= now - MINUTE:
+        return Usage(0, 0, 0, key.throttled_total)
+    return Usage(key.usage_requests, key.usage_bytes, key.usage_throttled, key.throttled_total)

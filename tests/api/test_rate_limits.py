@@ -1,0 +1,138 @@
+"""Rate limits per API key (sessions/rate_limits.py): a bucket of requests and a bucket of request body
+bytes, each holding a minute's worth. Past either, 429 `rate_limited` with Retry-After, and the request
+does nothing. The buckets live on the key's row, so every web process shares them."""
+
+import json
+import time
+
+import pytest
+
+import ctxweb.settings as defaults
+from sessions.models import ApiKey
+from tests.api.conftest import Api, assert_error
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def limits(settings):
+    """Sets the per-minute limits: limits(requests=..., bytes=...)."""
+
+    def _set(requests=0, bytes=0):
+        settings.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = requests
+        settings.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = bytes
+
+    return _set
+
+
+def assert_limited(response, limit_name: str) -> int:
+    body = assert_error(response, 429, "rate_limited")
+    assert limit_name in body["detail"] and "try again in" in body["detail"]
+    return int(response["Retry-After"])
+
+
+def count_body(chars: int) -> dict:
+    return {"messages": [{"role": "user", "content": "x" * chars}]}
+
+
+def test_the_defaults_are_on_and_far_above_what_an_application_sends():
+    assert defaults.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE == 1200
+    assert defaults.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE == 20_000_000
+
+
+def test_past_the_requests_per_minute_the_key_gets_429_with_retry_after(api, limits):
+    limits(requests=3)
+    for _ in range(3):
+        assert api.get("/sessions").status_code == 200
+
+    retry_after = assert_limited(api.get("/sessions"), "3 requests per minute")
+    # One request comes back every 20 seconds.
+    assert 1 <= retry_after <= 20
+
+
+def test_a_refused_request_does_nothing(api, limits, project):
+    limits(requests=1)
+    assert api.get("/sessions").status_code == 200
+
+    assert_limited(api.put("/sessions/refused", {"title": "not stored"}), "requests per minute")
+    assert not project.sessions.exists()
+
+
+def test_past_the_bytes_per_minute_the_key_gets_429(api, limits):
+    limits(bytes=1000)
+    body = count_body(550)
+    assert api.post("/tokens", body).status_code == 200
+
+    response = api.post("/tokens", body)
+    retry_after = assert_limited(response, "1000 bytes of request bodies per minute")
+    assert 1 <= retry_after <= 60
+    # A request without a body still fits.
+    assert api.get("/sessions").status_code == 200
+
+
+def test_a_body_larger_than_the_bucket_needs_a_full_bucket(api, limits):
+    limits(bytes=100)
+    assert api.post("/tokens", count_body(500)).status_code == 200
+
+    assert_limited(api.post("/tokens", count_body(500)), "100 bytes")
+
+
+def test_once_the_bucket_refills_the_key_is_admitted_again(api, limits):
+    limits(requests=2)
+    api.get("/sessions")
+    api.get("/sessions")
+    assert_limited(api.get("/sessions"), "2 requests")
+
+    # As if 30 seconds had passed: one of the two requests has come back.
+    ApiKey.objects.update(requests_refilled_at=time.time() + 30)
+    assert api.get("/sessions").status_code == 200
+    assert_limited(api.get("/sessions"), "2 requests")
+
+
+def test_each_key_has_its_own_buckets(api, other_api, limits):
+    limits(requests=1)
+    assert api.get("/sessions").status_code == 200
+    assert_limited(api.get("/sessions"), "1 requests")
+
+    assert other_api.get("/sessions").status_code == 200
+
+
+def test_zero_turns_the_limits_off(api, limits):
+    limits(requests=0, bytes=0)
+    for _ in range(30):
+        assert api.post("/tokens", count_body(1000)).status_code == 200
+
+
+def test_the_key_row_keeps_the_last_minutes_figures(api, limits):
+    limits(requests=3)
+    payload = json.dumps(count_body(100))
+    for _ in range(3):
+        assert api.post("/tokens", data=payload).status_code == 200
+    assert_limited(api.get("/sessions"), "3 requests")
+
+    key = ApiKey.objects.get()
+    assert (key.usage_requests, key.usage_bytes, key.usage_throttled, key.throttled_total) == (3, 3 * len(payload), 1, 1)
+    assert key.last_used_at is not None
+
+    # A request more than a minute after the window began starts a new one; the total stays.
+    ApiKey.objects.update(usage_since=time.time() - 61, requests_refilled_at=0)
+    assert api.get("/sessions").status_code == 200
+    key.refresh_from_db()
+    assert (key.usage_requests, key.usage_bytes, key.usage_throttled, key.throttled_total) == (1, 0, 0, 1)
+
+
+
+def test_a_key_deleted_while_its_request_was_authenticated_gets_401(api_key, limits, monkeypatch):
+    from sessions import api_keys
+
+    limits(requests=1)
+    real = api_keys.authenticate
+
+    def authenticate_then_delete(secret):
+        key = real(secret)
+        ApiKey.objects.filter(pk=key.pk).delete()
+        return key
+
+    monkeypatch.setattr("ctxweb.api.authenticate", authenticate_then_delete)
+
+    assert_error(Api(api_key).get("/sessions"), 401, "invalid_api_key")
