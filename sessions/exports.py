@@ -5,16 +5,21 @@ each, the same for the API and the dashboard."""
 import json
 from collections.abc import Iterator
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
 from .errors import NotFound
 from .formats import pretty_arguments
+from .message_sizes import stored_chars
 from .models import Checkpoint, Message, Session
 from .schemas import CheckpointRecord, MessageRecord, SessionRecord
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
+# Messages are read in keyset pages of at most BATCH rows and, past the first row, at most BATCH_CHARS
+# characters of stored content (text, reasoning, content, tool calls and attributes as stored), so an
+# export holds one page at a time: about BATCH_CHARS, or one message when a single one is bigger.
 BATCH = 1000
+BATCH_CHARS = 4_000_000
 
 
 def message_record(message: Message) -> dict:
@@ -31,22 +36,31 @@ def session_record(session: Session) -> dict:
     return SessionRecord.model_validate(session).model_dump(mode="json")
 
 
-def iter_messages(session: Session) -> Iterator[Message]:
-    """Every stored message in seq order, read in keyset pages so memory stays flat."""
+def iter_messages(session: Session, batch: int = BATCH, batch_chars: int = BATCH_CHARS) -> Iterator[Message]:
+    """Every stored message in seq order, read in pages bounded by rows and by stored characters (the
+    sizes are read first, from the database), so memory stays flat however big the messages are."""
     after = 0
     while True:
-        page = list(session.messages.filter(seq__gt=after).order_by("seq")[:BATCH])
-        yield from page
-        if len(page) < BATCH:
+        sizes = list(session.messages.filter(seq__gt=after).order_by("seq")
+                     .annotate(chars=stored_chars()).values_list("seq", "chars")[:batch])
+        if not sizes:
             return
-        after = page[-1].seq
-
-
+        last, total = sizes[0][0], 0
+        for seq, chars in sizes:
+            total += chars or 0
+            if total > batch_chars and seq != sizes[0][0]:
+                break
+            last = seq
+        yield from session.messages.filter(seq__gt=after, seq__lte=last).order_by("seq")
+        if last == sizes[-1][0] and len(sizes) < batch:
+            return
+        after = last
 def checkpoints(session: Session) -> list[Checkpoint]:
     return list(session.checkpoints.order_by("last_seq"))
 
 
 def export_json(session: Session) -> dict:
+    """The JSON export as one object (the download streams the same bytes: export_json_chunks)."""
     return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -54,6 +68,26 @@ def export_json(session: Session) -> dict:
         "messages": [message_record(m) for m in iter_messages(session)],
         "checkpoints": [checkpoint_record(c) for c in checkpoints(session)],
     }
+
+
+def export_json_chunks(session: Session) -> Iterator[str]:
+    """json.dumps(export_json(session), ensure_ascii=False), written a message at a time."""
+
+    def dumps(value) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    head = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "session": session_record(session)}
+    yield dumps(head)[:-1] + ', "messages": ['
+    separator = ""
+    for message in iter_messages(session):
+        yield separator + dumps(message_record(message))
+        separator = ", "
+    yield '], "checkpoints": ['
+    separator = ""
+    for checkpoint in session.checkpoints.order_by("last_seq").iterator(chunk_size=100):
+        yield separator + dumps(checkpoint_record(checkpoint))
+        separator = ", "
+    yield "]}"
 
 
 def export_jsonl(session: Session) -> Iterator[str]:
@@ -121,8 +155,8 @@ def export_markdown(session: Session) -> Iterator[str]:
             )
 
 
-def export_response(session: Session, fmt: str) -> HttpResponse | StreamingHttpResponse:
-    """The download of one export; shared by the API and the dashboard."""
+def export_response(session: Session, fmt: str) -> StreamingHttpResponse:
+    """The download of one export, streamed in every format; shared by the API and the dashboard."""
     name = session.key.replace(":", "_").replace("@", "_")
     if fmt == "jsonl":
         response = StreamingHttpResponse(export_jsonl(session), content_type="application/x-ndjson")
@@ -131,7 +165,7 @@ def export_response(session: Session, fmt: str) -> HttpResponse | StreamingHttpR
         response = StreamingHttpResponse(export_markdown(session), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}.md"'
     elif fmt == "json":
-        response = HttpResponse(json.dumps(export_json(session), ensure_ascii=False), content_type="application/json")
+        response = StreamingHttpResponse(export_json_chunks(session), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{name}.json"'
     else:
         raise NotFound("Unknown export format.", code="unknown_format")
