@@ -28,6 +28,7 @@ session_patterns = [
     path("checkpoints/<int:checkpoint_id>/", views.checkpoint_diff, name="checkpoint_diff"),
     path("requests/<int:event_id>/", views.request_view, name="request_view"),
     path("compact/", views.compact_now, name="session_compact"),
+    path("messages/<int:seq>/", views.message_full, name="message_full"),
     path("messages/<int:seq>/include/", views.toggle_include, name="message_include"),
     path("export.<str:fmt>", views.export_download, name="session_export"),
     path("notes/", views.note_add, name="note_add"),

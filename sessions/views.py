@@ -26,6 +26,7 @@ from .inspection import (
     page_layout,
     raw_window,
     session_view,
+    whole_message,
 )
 from .listing import find_sessions
 from .members import members_of, remove_member, set_member
@@ -188,6 +189,16 @@ def events_fragment(request: HttpRequest, project: str, key: str) -> HttpRespons
     return render(request, "sessions/_events.html", {
         "session": session, "events": events, "more_events": more_events,
     })
+
+
+@login_required
+@require_GET
+def message_full(request: HttpRequest, project: str, key: str, seq: int) -> HttpResponse:
+    """The whole body of one message, which the pages cut when it is long (message_sizes.for_page): the
+    one request that reads a message whatever its size, and only that one message."""
+    session = access.get_session_for(request.user, project, key)
+    message = access.get_message_for(request.user, session, seq)
+    return render(request, "sessions/_message_full.html", {"session": session, **whole_message(message)})
 
 
 @login_required
