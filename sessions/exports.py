@@ -37,24 +37,33 @@ def session_record(session: Session) -> dict:
 
 
 def iter_messages(session: Session, batch: int = BATCH, batch_chars: int = BATCH_CHARS) -> Iterator[Message]:
-    """Every stored message in seq order, read in pages bounded by rows and by stored characters (the
-    sizes are read first, from the database), so memory stays flat however big the messages are."""
+    """Every stored message in seq order, read in pages bounded by stored characters: the sizes of the
+    next `batch` messages are read first (from the database, one pass), then the messages a page at a
+    time, so memory stays flat however big the messages are."""
     after = 0
     while True:
         sizes = list(session.messages.filter(seq__gt=after).order_by("seq")
                      .annotate(chars=stored_chars()).values_list("seq", "chars")[:batch])
-        if not sizes:
+        for first, last in _pages(sizes, batch_chars):
+            yield from session.messages.filter(seq__gte=first, seq__lte=last).order_by("seq")
+        if len(sizes) < batch:
             return
-        last, total = sizes[0][0], 0
-        for seq, chars in sizes:
-            total += chars or 0
-            if total > batch_chars and seq != sizes[0][0]:
-                break
-            last = seq
-        yield from session.messages.filter(seq__gt=after, seq__lte=last).order_by("seq")
-        if last == sizes[-1][0] and len(sizes) < batch:
-            return
-        after = last
+        after = sizes[-1][0]
+
+
+def _pages(sizes: list[tuple[int, int]], budget: int) -> Iterator[tuple[int, int]]:
+    """(first seq, last seq) of consecutive runs of `sizes` of at most `budget` characters, or one message."""
+    page, total = [], 0
+    for seq, chars in sizes:
+        if page and total + chars > budget:
+            yield page[0], page[-1]
+            page, total = [], 0
+        page.append(seq)
+        total += chars
+    if page:
+        yield page[0], page[-1]
+
+
 def checkpoints(session: Session) -> list[Checkpoint]:
     return list(session.checkpoints.order_by("last_seq"))
 

@@ -255,10 +255,15 @@ def test_messages_are_read_in_pages_bounded_by_their_size(api):
     with CaptureQueriesContext(connection) as one_page:
         assert [m.seq for m in iter_messages(session)] == seqs
 
+    with CaptureQueriesContext(connection) as pairs:
+        assert [m.seq for m in iter_messages(session, batch=4, batch_chars=250_000)] == seqs
+
     assert seqs == [1, 2, 3, 4, 5, 6]
     # Each message holds about 100,000 characters (its content and its text): one message per page.
     assert len(full_row_reads(queries)) == 6
     assert len(full_row_reads(one_page)) == 1
+    # Two messages a page, and the sizes of at most 4 messages read at a time: 1-2, 3-4, then 5-6.
+    assert len(full_row_reads(pairs)) == 3
 
 
 def full_row_reads(queries) -> list[str]:
