@@ -19,13 +19,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUESTS = {
-    "export json": "export.json",
-    "export jsonl": "export.jsonl",
-    "export markdown": "export.markdown",
-    "session page": "",
-}
 KEY = "big"
+SESSION = f"/p/default/s/{KEY}/"
+REQUESTS = {
+    "export json": SESSION + "export.json",
+    "export jsonl": SESSION + "export.jsonl",
+    "export markdown": SESSION + "export.markdown",
+    "session page": SESSION,
+    "show all (#1)": SESSION + "messages/1/",
+    "search (50 hits)": "/search/?q=lorem+ipsum",
+}
 
 
 def setup_django(db: Path) -> None:
@@ -79,7 +82,7 @@ def measure(db: Path, path: str) -> dict:
     client.get("/p/default/s/small/")  # warm-up: templates, URL resolvers, the connection
     before = rss_now_kb()
     started = time.monotonic()
-    response = client.get(f"/p/default/s/{KEY}/{path}")
+    response = client.get(path)
     size = 0
     streamed = response.streaming
     if streamed:
