@@ -28,6 +28,8 @@ REQUESTS = {
     "session page": SESSION,
     "show all (#1)": SESSION + "messages/1/",
     "search (50 hits)": "/search/?q=lorem+ipsum",
+    "API raw log (500)": f"/api/v1/sessions/{KEY}/messages?limit=500",
+    "API export json": f"/api/v1/sessions/{KEY}/export",
 }
 
 
@@ -54,6 +56,7 @@ def build(db: Path, messages: int, chars: int) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
+    from sessions.api_keys import create_api_key
     from sessions.append import append_messages
     from sessions.models import Membership, Project
 
@@ -62,6 +65,7 @@ def build(db: Path, messages: int, chars: int) -> None:
     user = get_user_model().objects.create_user("bench", password="bench-password-not-used")
     Membership.objects.create(user=user, project=project, role=Membership.Role.ADMIN)
     append_messages(project, "small", [{"role": "user", "content": "hello"}], "bench")
+    db.with_suffix(".key").write_text(create_api_key(project, "bench")[1])
     started = time.monotonic()
     for n in range(1, messages + 1):
         # Words, not one repeated character, so token counting sees ordinary text.
@@ -82,7 +86,8 @@ def measure(db: Path, path: str) -> dict:
     client.get("/p/default/s/small/")  # warm-up: templates, URL resolvers, the connection
     before = rss_now_kb()
     started = time.monotonic()
-    response = client.get(path)
+    headers = {"Authorization": f"Bearer {db.with_suffix('.key').read_text()}"} if path.startswith("/api/") else {}
+    response = client.get(path, headers=headers)
     size = 0
     streamed = response.streaming
     if streamed:

@@ -9,17 +9,16 @@ from django.http import StreamingHttpResponse
 
 from .errors import NotFound
 from .formats import pretty_arguments
-from .message_sizes import stored_chars
+from .message_sizes import pages, sizes
 from .models import Checkpoint, Message, Session
 from .schemas import CheckpointRecord, MessageRecord, SessionRecord
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
-# Messages are read in keyset pages of at most BATCH rows and, past the first row, at most BATCH_CHARS
-# characters of stored content (text, reasoning, content, tool calls and attributes as stored), so an
-# export holds one page at a time: about BATCH_CHARS, or one message when a single one is bigger.
+# Messages are read in keyset pages of at most message_sizes.PAGE_CHARS characters as stored (text,
+# reasoning, content, tool calls and attributes), their sizes read BATCH at a time: an export holds one
+# page at a time, or one message when a single one is bigger.
 BATCH = 1000
-BATCH_CHARS = 4_000_000
 
 
 def message_record(message: Message) -> dict:
@@ -36,32 +35,18 @@ def session_record(session: Session) -> dict:
     return SessionRecord.model_validate(session).model_dump(mode="json")
 
 
-def iter_messages(session: Session, batch: int = BATCH, batch_chars: int = BATCH_CHARS) -> Iterator[Message]:
+def iter_messages(session: Session, batch: int = BATCH, batch_chars: int | None = None) -> Iterator[Message]:
     """Every stored message in seq order, read in pages bounded by stored characters: the sizes of the
     next `batch` messages are read first (from the database, one pass), then the messages a page at a
     time, so memory stays flat however big the messages are."""
     after = 0
     while True:
-        sizes = list(session.messages.filter(seq__gt=after).order_by("seq")
-                     .annotate(chars=stored_chars()).values_list("seq", "chars")[:batch])
-        for first, last in _pages(sizes, batch_chars):
+        measured = sizes(session.messages.filter(seq__gt=after), batch)
+        for first, last in pages(measured, batch_chars):
             yield from session.messages.filter(seq__gte=first, seq__lte=last).order_by("seq")
-        if len(sizes) < batch:
+        if len(measured) < batch:
             return
-        after = sizes[-1][0]
-
-
-def _pages(sizes: list[tuple[int, int]], budget: int) -> Iterator[tuple[int, int]]:
-    """(first seq, last seq) of consecutive runs of `sizes` of at most `budget` characters, or one message."""
-    page, total = [], 0
-    for seq, chars in sizes:
-        if page and total + chars > budget:
-            yield page[0], page[-1]
-            page, total = [], 0
-        page.append(seq)
-        total += chars
-    if page:
-        yield page[0], page[-1]
+        after = measured[-1][0]
 
 
 def checkpoints(session: Session) -> list[Checkpoint]:

@@ -8,6 +8,7 @@ whatever the messages' size. A message that was cut says so (`cut`), and its who
 away (views.message_full)."""
 
 import json
+from collections.abc import Iterator
 
 from django.db.models import Case, F, Func, TextField, Value, When
 from django.db.models.fields.json import KT
@@ -19,6 +20,9 @@ from django.db.models.query import ModelIterable
 TEXT_SHOWN = 4_000
 # A JSON field (content, tool calls, attributes) longer than this, as stored, is left out of a page.
 FIELD_SHOWN = 8_000
+# A request that hands out whole messages (an export, a page of the API's raw log) holds at most this
+# many characters of them at a time, or one message when a single one is bigger.
+PAGE_CHARS = 4_000_000
 PAGE_DEFERRED = ("content", "text", "reasoning", "tool_calls", "attributes", "digest")
 
 
@@ -31,6 +35,36 @@ def stored_chars() -> Func:
     (the JSON fields as their JSON text)."""
     return (_length("text") + _length("reasoning") + _length("content", json=True)
             + _length("tool_calls", json=True) + _length("attributes", json=True))
+
+
+def sizes(qs, limit: int) -> list[tuple[int, int]]:
+    """(seq, stored characters) of qs's first `limit` messages in seq order, measured by the database."""
+    return list(qs.order_by("seq").annotate(chars=stored_chars()).values_list("seq", "chars")[:limit])
+
+
+def pages(sizes: list[tuple[int, int]], budget: int | None = None) -> Iterator[tuple[int, int]]:
+    """(first seq, last seq) of consecutive runs of `sizes` holding at most `budget` (PAGE_CHARS)
+    characters, or one message when a single one holds more."""
+    budget = PAGE_CHARS if budget is None else budget
+    page, total = [], 0
+    for seq, chars in sizes:
+        if page and total + chars > budget:
+            yield page[0], page[-1]
+            page, total = [], 0
+        page.append(seq)
+        total += chars
+    if page:
+        yield page[0], page[-1]
+
+
+def first_page(qs, limit: int) -> tuple[list, bool]:
+    """qs's first messages in seq order, at most `limit` of them and at most PAGE_CHARS characters (or
+    one message), and whether more may follow."""
+    measured = sizes(qs, limit)
+    if not measured:
+        return [], False
+    first, last = next(pages(measured))
+    return list(qs.filter(seq__gte=first, seq__lte=last).order_by("seq")), len(measured) == limit or last < measured[-1][0]
 
 
 def _json_if_short(field: str):
