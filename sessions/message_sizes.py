@@ -60,11 +60,20 @@ def pages(sizes: list[tuple[int, int]], budget: int | None = None) -> Iterator[t
 def first_page(qs, limit: int) -> tuple[list, bool]:
     """qs's first messages in seq order, at most `limit` of them and at most PAGE_CHARS characters (or
     one message), and whether more may follow."""
-    measured = sizes(qs, limit)
-    if not measured:
+    # The sizes are read a few rows at a time and no further than the page goes: measuring all `limit`
+    # rows would read every one of them in the database, for every page.
+    measured = qs.order_by("seq").annotate(chars=stored_chars()).values_list("seq", "chars")[:limit]
+    seqs, total, cut = [], 0, False
+    for seq, chars in measured.iterator(chunk_size=10):
+        if seqs and total + chars > PAGE_CHARS:
+            cut = True
+            break
+        seqs.append(seq)
+        total += chars
+    if not seqs:
         return [], False
-    first, last = next(pages(measured))
-    return list(qs.filter(seq__gte=first, seq__lte=last).order_by("seq")), len(measured) == limit or last < measured[-1][0]
+    page = list(qs.filter(seq__gte=seqs[0], seq__lte=seqs[-1]).order_by("seq"))
+    return page, cut or len(seqs) == limit
 
 
 def _json_if_short(field: str):
