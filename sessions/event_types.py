@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
@@ -182,10 +182,19 @@ class CompactionSkipped(CompactionFigures):
     run: int = Field(description="the COMPACTION_STARTED event's id")
 
 
+# A summarizer's error may quote what it was sent; an event keeps its first EVENT_ERROR_CHARS characters.
+EVENT_ERROR_CHARS = 2_000
+
+
 class CompactionFailed(CompactionFigures):
     type = EventType.COMPACTION_FAILED
 
-    error: str
+    error: str = Field(description=f"the error, cut to {EVENT_ERROR_CHARS} characters")
+
+    @field_validator("error")
+    @classmethod
+    def _cut(cls, error: str) -> str:
+        return error if len(error) <= EVENT_ERROR_CHARS else error[: EVENT_ERROR_CHARS - 1] + "…"
     run: int = Field(description="the COMPACTION_STARTED event's id")
 
 

@@ -3,7 +3,6 @@
 import pytest
 
 from sessions import message_sizes
-
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
