@@ -3,8 +3,8 @@
 
 A page reads its messages through `for_page`: the database cuts every long text to its first
 TEXT_SHOWN characters and leaves out JSON fields longer than FIELD_SHOWN characters, so a page of 60
-messages holds at most about 60 x (3 x TEXT_SHOWN + 3 x FIELD_SHOWN) characters of message data,
-whatever the messages' size. A message that was cut says so (`cut`), and its whole body is one request
+messages holds at most about 60 x (2 x TEXT_SHOWN + 3 x FIELD_SHOWN) = 1.9 M characters of message
+data, whatever the messages' size. A message that was cut says so (`cut`), and its whole body is one request
 away (views.message_full)."""
 
 import json
