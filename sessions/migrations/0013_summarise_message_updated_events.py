@@ -39,7 +39,7 @@ def summarise(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ctx_sessions", "0009_import_job"),
+        ("ctx_sessions", "0012_api_key_rate_limits"),
     ]
 
     operations = [
