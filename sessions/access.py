@@ -5,7 +5,7 @@ object the role may not change is a 403."""
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from .models import ApiKey, Checkpoint, ImportJob, Membership, Project, Session
+from .models import ApiKey, Checkpoint, Event, ImportJob, Membership, Message, Project, Session
 
 Role = Membership.Role
 RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.ADMIN: 3}
@@ -92,6 +92,20 @@ def get_checkpoint_for(user, session: Session, checkpoint_id: int) -> Checkpoint
         return session.checkpoints.get(pk=checkpoint_id)
     except Checkpoint.DoesNotExist:
         raise Http404("No such checkpoint.") from None
+
+
+def get_message_for(user, session: Session, seq: int) -> Message:
+    try:
+        return session.messages.get(seq=seq)
+    except Message.DoesNotExist:
+        raise Http404("No such message.") from None
+
+
+def get_event_for(user, session: Session, event_id: int) -> Event:
+    try:
+        return session.events.get(pk=event_id)
+    except Event.DoesNotExist:
+        raise Http404("No such event.") from None
 
 
 def _in_project_for(user, model, pk: int, action: str, what: str):

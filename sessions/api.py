@@ -20,6 +20,7 @@ from .exports import export_response
 from .formats import model_input_response
 from .listing import SessionFilters, find_sessions
 from .message_edits import update_message
+from .message_sizes import first_page
 from .model_input import build_model_input
 from .models import CompactionRun, Session
 from .next_request import build_request
@@ -161,8 +162,9 @@ def append(request, key: str, body: s.AppendIn):
                                 NextPage=link("raw_log", key="$request.path.key", after="$response.body#/next_after")))
 def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), limit: int = Query(100, ge=1, le=500)):
     session = get_session(project(request), key)
-    page = list(session.messages.filter(seq__gt=after).order_by("seq")[:limit])
-    next_after = page[-1].seq if len(page) == limit and page[-1].seq < session.message_count else None
+    # A page may stop before `limit` (message_sizes.PAGE_CHARS); next_after then says where the next starts.
+    page, more = first_page(session.messages.filter(seq__gt=after), limit)
+    next_after = page[-1].seq if more and page[-1].seq < session.message_count else None
     return {"items": page, "next_after": next_after}
 
 

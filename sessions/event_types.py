@@ -7,9 +7,11 @@ The stored JSON is the model's `model_dump(mode="json")`. An optional figure is 
 no value rather than stored as null, so rows written before these models parse and dump unchanged.
 """
 
+import hashlib
+import json
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
@@ -68,16 +70,57 @@ class MessagesAppended(EventData):
     duplicates: int = Field(description="messages of the batch already stored, not stored again")
 
 
-# A change is {"from": old, "to": new}; `from` is a Python keyword, hence the functional TypedDicts.
+# A change is {"from": old, "to": new}; `from` is a Python keyword, hence the functional TypedDict.
 FlagChange = with_config(ConfigDict(extra="forbid"))(TypedDict("FlagChange", {"from": bool, "to": bool}))
-AttributesChange = with_config(ConfigDict(extra="forbid"))(
-    TypedDict("AttributesChange", {"from": dict[str, Any], "to": dict[str, Any]})
-)
+
+# An event never copies user-sized data whole: a value is summarised by its size and digest, and kept
+# itself only while its JSON is at most EVENT_VALUE_CHARS characters; at most EVENT_KEYS_SHOWN changed
+# keys are named, each cut to EVENT_VALUE_CHARS. So 40 edits of 4 MB of attributes store 40 rows of a
+# few kilobytes, not 320 MB of event history. Fixed here, not settings: the stored shape must not vary.
+EVENT_VALUE_CHARS = 200
+EVENT_KEYS_SHOWN = 20
+
+
+def canonical_json(value) -> str:
+    """The JSON a summary measures and digests: sorted keys, no spaces, UTF-8 as is."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+class ValueSummary(EventData):
+    bytes: int = Field(description="UTF-8 bytes of the value's canonical JSON (sorted keys, no spaces)")
+    sha256: str = Field(description="hex digest of that JSON")
+    value: dict[str, Any] | Absent = absent_when_none(
+        f"the value itself, when its JSON is at most {EVENT_VALUE_CHARS} characters"
+    )
+
+    @classmethod
+    def of(cls, value: dict) -> "ValueSummary":
+        text = canonical_json(value)
+        data = text.encode()
+        return cls(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                   value=value if len(text) <= EVENT_VALUE_CHARS else None)
+
+
+class AttributesChange(EventData):
+    keys: list[str] = Field(description=f"the keys added, removed or changed, sorted: the first {EVENT_KEYS_SHOWN}, "
+                                        f"each cut to {EVENT_VALUE_CHARS} characters")
+    keys_changed: int = Field(description="how many keys were added, removed or changed")
+    before: ValueSummary
+    after: ValueSummary
+
+    @classmethod
+    def between(cls, before: dict, after: dict) -> "AttributesChange":
+        changed = sorted(k for k in before.keys() | after.keys() if k not in before or k not in after
+                         or before[k] != after[k])
+        return cls(keys=[k[:EVENT_VALUE_CHARS] for k in changed[:EVENT_KEYS_SHOWN]], keys_changed=len(changed),
+                   before=ValueSummary.of(before), after=ValueSummary.of(after))
 
 
 class MessageChanges(EventData):
     include_in_messages: FlagChange | Absent = absent_when_none("when the flag changed")
-    attributes: AttributesChange | Absent = absent_when_none("when the attributes changed")
+    attributes: AttributesChange | Absent = absent_when_none(
+        "when the attributes changed: a bounded summary (sizes, digests, small values), never the whole attributes"
+    )
 
 
 class MessageUpdated(EventData):
@@ -139,10 +182,19 @@ class CompactionSkipped(CompactionFigures):
     run: int = Field(description="the COMPACTION_STARTED event's id")
 
 
+# A summarizer's error may quote what it was sent; an event keeps its first EVENT_ERROR_CHARS characters.
+EVENT_ERROR_CHARS = 2_000
+
+
 class CompactionFailed(CompactionFigures):
     type = EventType.COMPACTION_FAILED
 
-    error: str
+    error: str = Field(description=f"the error, cut to {EVENT_ERROR_CHARS} characters")
+
+    @field_validator("error")
+    @classmethod
+    def _cut(cls, error: str) -> str:
+        return error if len(error) <= EVENT_ERROR_CHARS else error[: EVENT_ERROR_CHARS - 1] + "…"
     run: int = Field(description="the COMPACTION_STARTED event's id")
 
 

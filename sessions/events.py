@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from .event_types import EVENT_DATA, EventData
 from .models import Event, Session
+from .schemas import EVENT_OUT
 
 EVENTS_PAGE = 40
 
@@ -33,6 +34,11 @@ def parse_event_data(type: str, data: dict) -> EventData:
 
 def event_data(event: Event) -> EventData:
     return parse_event_data(event.type, event.data)
+
+
+def event_record_json(event: Event) -> dict:
+    """One event as the API's event list gives it (schemas.EventOut)."""
+    return EVENT_OUT.dump_python(EVENT_OUT.validate_python(event, from_attributes=True), mode="json")
 
 
 def newest_events(session: Session, before: int | None = None, limit: int = EVENTS_PAGE) -> tuple[list[Event], bool]:

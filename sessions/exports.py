@@ -5,15 +5,19 @@ each, the same for the API and the dashboard."""
 import json
 from collections.abc import Iterator
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
 from .errors import NotFound
 from .formats import pretty_arguments
+from .message_sizes import pages, sizes
 from .models import Checkpoint, Message, Session
 from .schemas import CheckpointRecord, MessageRecord, SessionRecord
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
+# Messages are read in keyset pages of at most message_sizes.PAGE_CHARS characters as stored (text,
+# reasoning, content, tool calls and attributes), their sizes read BATCH at a time: an export holds one
+# page at a time, or one message when a single one is bigger.
 BATCH = 1000
 
 
@@ -31,15 +35,18 @@ def session_record(session: Session) -> dict:
     return SessionRecord.model_validate(session).model_dump(mode="json")
 
 
-def iter_messages(session: Session) -> Iterator[Message]:
-    """Every stored message in seq order, read in keyset pages so memory stays flat."""
+def iter_messages(session: Session, batch: int = BATCH, batch_chars: int | None = None) -> Iterator[Message]:
+    """Every stored message in seq order, read in pages bounded by stored characters: the sizes of the
+    next `batch` messages are read first (from the database, one pass), then the messages a page at a
+    time, so memory stays flat however big the messages are."""
     after = 0
     while True:
-        page = list(session.messages.filter(seq__gt=after).order_by("seq")[:BATCH])
-        yield from page
-        if len(page) < BATCH:
+        measured = sizes(session.messages.filter(seq__gt=after), batch)
+        for first, last in pages(measured, batch_chars):
+            yield from session.messages.filter(seq__gte=first, seq__lte=last).order_by("seq")
+        if len(measured) < batch:
             return
-        after = page[-1].seq
+        after = measured[-1][0]
 
 
 def checkpoints(session: Session) -> list[Checkpoint]:
@@ -47,6 +54,7 @@ def checkpoints(session: Session) -> list[Checkpoint]:
 
 
 def export_json(session: Session) -> dict:
+    """The JSON export as one object (the download streams the same bytes: export_json_chunks)."""
     return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -54,6 +62,26 @@ def export_json(session: Session) -> dict:
         "messages": [message_record(m) for m in iter_messages(session)],
         "checkpoints": [checkpoint_record(c) for c in checkpoints(session)],
     }
+
+
+def export_json_chunks(session: Session) -> Iterator[str]:
+    """json.dumps(export_json(session), ensure_ascii=False), written a message at a time."""
+
+    def dumps(value) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    head = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "session": session_record(session)}
+    yield dumps(head)[:-1] + ', "messages": ['
+    separator = ""
+    for message in iter_messages(session):
+        yield separator + dumps(message_record(message))
+        separator = ", "
+    yield '], "checkpoints": ['
+    separator = ""
+    for checkpoint in session.checkpoints.order_by("last_seq").iterator(chunk_size=100):
+        yield separator + dumps(checkpoint_record(checkpoint))
+        separator = ", "
+    yield "]}"
 
 
 def export_jsonl(session: Session) -> Iterator[str]:
@@ -121,8 +149,8 @@ def export_markdown(session: Session) -> Iterator[str]:
             )
 
 
-def export_response(session: Session, fmt: str) -> HttpResponse | StreamingHttpResponse:
-    """The download of one export; shared by the API and the dashboard."""
+def export_response(session: Session, fmt: str) -> StreamingHttpResponse:
+    """The download of one export, streamed in every format; shared by the API and the dashboard."""
     name = session.key.replace(":", "_").replace("@", "_")
     if fmt == "jsonl":
         response = StreamingHttpResponse(export_jsonl(session), content_type="application/x-ndjson")
@@ -131,7 +159,7 @@ def export_response(session: Session, fmt: str) -> HttpResponse | StreamingHttpR
         response = StreamingHttpResponse(export_markdown(session), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}.md"'
     elif fmt == "json":
-        response = HttpResponse(json.dumps(export_json(session), ensure_ascii=False), content_type="application/json")
+        response = StreamingHttpResponse(export_json_chunks(session), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{name}.json"'
     else:
         raise NotFound("Unknown export format.", code="unknown_format")

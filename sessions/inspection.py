@@ -14,6 +14,7 @@ from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from .events import event_data
 from .explain import Explanation, covering_checkpoint, explain_messages
 from .formats import pretty_arguments
+from .message_sizes import for_page, too_long_for_page
 from .model_input import (
     ModelInputShape,
     Reason,
@@ -156,7 +157,7 @@ def raw_window(
     limit: int = RAW_WINDOW,
 ) -> RawWindow:
     """A window of the raw log: the newest messages, or those after/before a seq, or around one."""
-    qs = session.messages.all()
+    qs = for_page(session.messages.all())
     if around is not None:
         start = max(1, around - limit // 2)
         messages = list(qs.filter(seq__gte=start).order_by("seq")[:limit])
@@ -190,6 +191,13 @@ def raw_window(
         has_earlier=bool(first and first > 1),
         has_later=bool(last and last < session.message_count),
     )
+
+
+def whole_message(message: Message) -> dict:
+    """What a message's "show all" shows: all of its text and reasoning, and its tool calls and attributes
+    when they are long enough that the pages left them out."""
+    return {"m": message, "calls": _calls(message, {}), "calls_long": too_long_for_page(message.tool_calls),
+            "attributes_long": too_long_for_page(message.attributes)}
 
 
 def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Checkpoint], *,
@@ -256,10 +264,10 @@ class CompactionDiff:
 
 def compaction_diff(session: Session, checkpoint: Checkpoint, limit: int = DIFF_WINDOW) -> CompactionDiff:
     left = list(
-        session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq).order_by("seq")[:limit]
+        for_page(session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq)).order_by("seq")[:limit]
     )
     stayed = visible_messages(session, checkpoint.last_seq, as_of=checkpoint.created_at_seq)
-    shown = list(stayed[:limit])
+    shown = list(for_page(stayed)[:limit])
     previous = checkpoint.previous
     return CompactionDiff(
         checkpoint=checkpoint,

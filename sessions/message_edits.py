@@ -4,7 +4,7 @@ Everything the model saw stays as it was stored."""
 from django.db import transaction
 
 from .errors import DomainError, NotFound
-from .event_types import MessageUpdated
+from .event_types import AttributesChange, MessageUpdated
 from .events import record
 from .model_input import refresh_input_tokens
 from .models import Message, Project
@@ -36,7 +36,7 @@ def update_message(project: Project, key: str, seq: int, data: dict, actor: str 
             changes["include_in_messages"] = {"from": message.include_in_messages, "to": include}
             message.include_in_messages = include
         if attributes is not None and attributes != message.attributes:
-            changes["attributes"] = {"from": message.attributes, "to": attributes}
+            changes["attributes"] = AttributesChange.between(message.attributes, attributes)
             message.attributes = attributes
         if not changes:
             return message

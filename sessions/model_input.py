@@ -16,6 +16,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from .errors import DomainError
+from .message_sizes import for_page
 from .models import Checkpoint, Message, Role, Session
 from .tokens import REPLY_PRIMING, count_message
 
@@ -175,7 +176,7 @@ class _Placed(ModelInputShape):
     def stored_tail(self, before_seq: int | None, limit: int) -> list[Message]:
         kept = [seq for seq in self.every_position if before_seq is None or seq < before_seq]
         shown = kept[-limit:]
-        return list(self.session.messages.filter(seq__in=shown).order_by("seq")) if shown else []
+        return list(for_page(self.session.messages.filter(seq__in=shown)).order_by("seq")) if shown else []
 
 
 @dataclass
@@ -554,7 +555,7 @@ class StoredLayout(ModelInputShape):
 
     def stored_tail(self, before_seq: int | None, limit: int) -> list[Message]:
         """The newest visible rows, less those left out: one bounded read from the end of the log."""
-        qs = visible_messages(self.session, self._after)
+        qs = for_page(visible_messages(self.session, self._after))
         if before_seq is not None:
             qs = qs.filter(seq__lt=before_seq)
         left_out = self.left_out

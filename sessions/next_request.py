@@ -12,6 +12,7 @@ from .compaction_runs import wait_for
 from .event_types import RequestBuilt
 from .events import event_data, record
 from .formats import check_something_to_send
+from .message_sizes import for_page
 from .model_input import ModelInput, build_model_input, summary_message_text, visible_messages
 from .models import Checkpoint, CompactionRun, Event, EventType, Message, Project, Role, Session
 from .session_store import get_or_create_locked, update_session
@@ -100,7 +101,7 @@ def sent_request(session: Session, event_id: int) -> SentRequest | None:
     if data.seq_range:
         first, last = data.seq_range
         omitted = {o.seq for o in data.omitted if o.whole_message}
-        rows = visible_messages(session, first - 1, as_of=last)[:SENT_WINDOW]
+        rows = for_page(visible_messages(session, first - 1, as_of=last))[:SENT_WINDOW]
         stored = [m for m in rows if m.seq not in omitted]
     summary = summary_message_text(checkpoint.summary, checkpoint.last_seq) if checkpoint else ""
     return SentRequest(event, data, checkpoint, summary, stored)

@@ -22,6 +22,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     Tag,
+    TypeAdapter,
     create_model,
     field_serializer,
     model_validator,
@@ -489,6 +490,9 @@ def event_out_schema(data_model: type[EventData]) -> type[BaseModel]:
 # One schema per event type, told apart by `type`: a oneOf with a discriminator in the OpenAPI schema.
 # (Union[...] takes the generated models as one tuple, which `|` cannot.)
 EventOut = Annotated[Union[tuple(event_out_schema(m) for m in EVENT_DATA.values())], Field(discriminator="type")]  # noqa: UP007
+
+
+EVENT_OUT = TypeAdapter(EventOut)
 
 
 class EventListOut(Schema):

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import F, Q, QuerySet, TextField, Value
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Greatest, Length, Lower, StrIndex, Substr
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from .message_sizes import PAGE_DEFERRED
 from .models import Message
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -141,8 +142,10 @@ def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) ->
     return sessions.annotate(metadata_text=Cast("metadata", TextField())).filter(found)
 
 
-def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> SafeString:
-    """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>."""
+def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
+              more_after: bool = False) -> SafeString:
+    """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>. `text` may be
+    a window of a longer text (more_before, more_after: it goes on before or after the window)."""
     phrase = " ".join(query.split())
     words = {t for t in terms if t}
     if words - STOP_WORDS:
@@ -151,7 +154,7 @@ def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> 
     patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
     patterns += [r"\b" + re.escape(w) + r"\w*" for w in words]
     if not patterns:
-        return mark_safe(escape(text[:width]))
+        return mark_safe(("… " if more_before else "") + escape(text[:width]) + (" …" if more_after else ""))
     pattern = re.compile("|".join(patterns), re.IGNORECASE)
     first = pattern.search(text)
     start = max(0, (first.start() if first else 0) - width // 3)
@@ -163,8 +166,8 @@ def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET) -> 
         out.append("<mark>" + escape(match.group(0)) + "</mark>")
         pos = match.end()
     out.append(escape(snippet[pos:]))
-    prefix = "… " if start > 0 else ""
-    suffix = " …" if end < len(text) else ""
+    prefix = "… " if start > 0 or more_before else ""
+    suffix = " …" if end < len(text) or more_after else ""
     return mark_safe(prefix + "".join(out) + suffix)
 
 
@@ -175,9 +178,20 @@ def search_messages(query: str, filters: SearchFilters, limit: int = 50) -> list
     if not terms or not filters.project_ids:
         return []
     ranked = _ranked_ids(query, terms, filters, limit)
-    messages = Message.objects.select_related("session__project").in_bulk([pk for pk, _ in ranked])
+    # Only a window of each text is read, cut by the database around the first place a term appears,
+    # so 50 hits in messages of a megabyte hold 50 windows, not 50 megabytes.
+    words = [t for t in terms if t not in STOP_WORDS] or terms
+    needle = max(words, key=len)
+    messages = (
+        Message.objects.select_related("session__project").defer(*PAGE_DEFERRED)
+        .annotate(match_at=StrIndex(Lower("text"), Value(needle)), text_chars=Length("text"))
+        .annotate(window_from=Greatest(F("match_at") - SNIPPET, Value(1)))
+        .annotate(text_window=Substr("text", F("window_from"), 3 * SNIPPET))
+        .in_bulk([pk for pk, _ in ranked])
+    )
     return [
-        Hit(messages[pk], highlight(messages[pk].text, query, terms), exact)
+        Hit(m, highlight(m.text_window, query, terms, more_before=m.window_from > 1,
+                         more_after=m.window_from - 1 + len(m.text_window) < m.text_chars), exact)
         for pk, exact in ranked
-        if pk in messages
+        if (m := messages.get(pk)) is not None
     ]

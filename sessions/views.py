@@ -5,7 +5,7 @@ from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -14,7 +14,7 @@ from . import access, rate_limits
 from .api_keys import create_api_key, keys_of, revoke
 from .compaction_runs import request_compaction, run_outcome, wait_for
 from .errors import DomainError
-from .events import actor, newest_events
+from .events import actor, event_record_json, newest_events
 from .exports import export_response
 from .forms import PAGE_SIZES, MessageSearchForm, SessionListForm
 from .inspection import (
@@ -26,6 +26,7 @@ from .inspection import (
     page_layout,
     raw_window,
     session_view,
+    whole_message,
 )
 from .listing import find_sessions
 from .members import members_of, remove_member, set_member
@@ -188,6 +189,25 @@ def events_fragment(request: HttpRequest, project: str, key: str) -> HttpRespons
     return render(request, "sessions/_events.html", {
         "session": session, "events": events, "more_events": more_events,
     })
+
+
+@login_required
+@require_GET
+def message_full(request: HttpRequest, project: str, key: str, seq: int) -> HttpResponse:
+    """The whole body of one message, which the pages cut when it is long (message_sizes.for_page): the
+    one request that reads a message whatever its size, and only that one message."""
+    session = access.get_session_for(request.user, project, key)
+    message = access.get_message_for(request.user, session, seq)
+    return render(request, "sessions/_message_full.html", {"session": session, **whole_message(message)})
+
+
+@login_required
+@require_GET
+def event_record(request: HttpRequest, project: str, key: str, event_id: int) -> JsonResponse:
+    """One event whole, in the shape the API's event list gives it: where the pages link for what they cut."""
+    session = access.get_session_for(request.user, project, key)
+    event = access.get_event_for(request.user, session, event_id)
+    return JsonResponse(event_record_json(event), json_dumps_params={"ensure_ascii": False})
 
 
 @login_required

@@ -178,8 +178,10 @@ def test_optional_figures_are_left_out_when_they_have_no_value(project, alice, m
     assert any(f["error"].startswith("interrupted") for f in failed)
     hidden, shown = by_type[EventType.MESSAGE_UPDATED]
     assert set(hidden["changes"]) == {"include_in_messages"}
-    assert shown["changes"] == {"include_in_messages": {"from": False, "to": True},
-                                "attributes": {"from": {}, "to": {"checked": True}}}
+    assert shown["changes"]["include_in_messages"] == {"from": False, "to": True}
+    assert shown["changes"]["attributes"]["keys"] == ["checked"]
+    assert (shown["changes"]["attributes"]["before"]["value"], shown["changes"]["attributes"]["after"]["value"]) == (
+        {}, {"checked": True})
     built = RequestBuilt.model_validate(by_type[EventType.REQUEST_BUILT][0])
     assert built.unpersisted.count == 1 and built.compaction == "skipped"
     assert [o.tool_call_id for o in built.omitted] == ["c2"]

@@ -18,6 +18,7 @@ from sessions.append import append_messages
 from sessions.checkpoints import create_imported_checkpoint
 from sessions.checks import check_compaction_defaults
 from sessions.compaction import compact
+from sessions.event_types import EVENT_ERROR_CHARS
 from sessions.model_input import build_model_input
 from sessions.models import Checkpoint, Event, Message, Session
 from sessions.summarizers import SUMMARIZERS, SummarizerError
@@ -123,6 +124,23 @@ def test_a_faulty_summarizer_records_one_terminal_event_and_changes_nothing(proj
         assert (outcome.status, outcome.reason, events[1].data["reason"]) == ("skipped", words, words)
         assert events[1].data["summary_tokens"] >= events[1].data["replaced_tokens"]
     assert state(session) == before
+
+
+@pytest.mark.django_db
+def test_a_failure_quoting_a_megabyte_is_recorded_cut_to_a_bound(project, monkeypatch):
+    def echo_everything(previous, messages, budget):
+        raise SummarizerError("the provider refused this prompt: " + "quoted prompt " * 75_000)
+
+    monkeypatch.setitem(SUMMARIZERS, "extractive", echo_everything)
+    session = history(project, "echoing")
+
+    outcome = compact(Session.objects.get(pk=session.pk), max_tokens=100, keep_recent_tokens=50)
+
+    failed = compaction_events(session)[-1]
+    assert outcome.status == "failed" and failed.type == FAILED
+    assert len(failed.data["error"]) == EVENT_ERROR_CHARS
+    assert failed.data["error"].startswith("the provider refused this prompt: quoted prompt")
+    assert failed.data["error"].endswith("…")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -26,6 +26,17 @@ def event_data(event):
     return events.event_data(event)
 
 
+# The most characters of one event's data a page shows; the rest is in the event's record (its JSON view).
+EVENT_SHOWN_CHARS = 2000
+
+
+@register.filter
+def event_excerpt(data) -> str:
+    """An event's data as indented JSON, cut to EVENT_SHOWN_CHARS."""
+    text = json.dumps(data.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    return text if len(text) <= EVENT_SHOWN_CHARS else text[: EVENT_SHOWN_CHARS - 1] + "…"
+
+
 @register.filter
 def checkpoint_palette(index: int) -> int:
     """The colour class number (cp-N) of the checkpoint at `index` in the session's list, oldest first."""

@@ -5,8 +5,12 @@ import base64
 import json
 
 import pytest
+from django.db import connection
+from django.http import StreamingHttpResponse
+from django.test.utils import CaptureQueriesContext
 
-from sessions.models import Message
+from sessions.exports import export_json, iter_messages
+from sessions.models import Message, Session
 from tests.api.conftest import assert_error, stored
 
 pytestmark = pytest.mark.django_db
@@ -64,6 +68,11 @@ def model_input(api, key, fmt):
     return {k: v for k, v in body.items() if k not in ("session", "checkpoint")}
 
 
+def exported(api, key) -> dict:
+    """The JSON export, read as a client reads the stream."""
+    return json.loads(b"".join(api.get(f"/sessions/{key}/export").streaming_content))
+
+
 def import_export(api, export, key):
     api.put(f"/sessions/{key}", {"instructions": export["session"]["instructions"]})
     response = api.post(f"/sessions/{key}/messages", {"messages": export["messages"]})
@@ -77,7 +86,7 @@ def test_the_json_export_holds_the_session_its_messages_and_its_checkpoints(api,
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert 'filename="trip.json"' in response["Content-Disposition"]
-    export = json.loads(response.content)
+    export = json.loads(b"".join(response.streaming_content))
     assert (export["format"], export["version"]) == ("ctxweb-session", 1)
     assert export["session"]["key"] == "trip"
     assert export["session"]["title"] == "Trip: Lisbon & Porto"
@@ -133,7 +142,7 @@ def test_the_markdown_export_is_a_readable_transcript(api, trip):
 
 
 def test_an_exported_session_appends_back_to_an_identical_raw_log_and_model_input(api, trip):
-    export = api.get("/sessions/trip/export").json()
+    export = exported(api, "trip")
 
     import_export(api, export, "trip-copy")
 
@@ -148,7 +157,7 @@ def test_an_exported_session_appends_back_to_an_identical_raw_log_and_model_inpu
 
 def test_a_compacted_session_appends_back_to_an_identical_raw_log(api, trip):
     api.post("/sessions/trip/compact", {"force": True, "keep_recent_tokens": 1, "summary": "A trip was planned."})
-    export = api.get("/sessions/trip/export").json()
+    export = exported(api, "trip")
     assert len(export["checkpoints"]) == 1
 
     import_export(api, export, "trip-copy")
@@ -158,7 +167,7 @@ def test_a_compacted_session_appends_back_to_an_identical_raw_log(api, trip):
 
 
 def test_appending_an_export_twice_stores_nothing_twice(api, trip):
-    export = api.get("/sessions/trip/export").json()
+    export = exported(api, "trip")
     import_export(api, export, "trip-copy")
     before = stored()
 
@@ -203,3 +212,59 @@ def test_it_rejects_a_request_without_a_valid_key_with_401(api, trip, bad_creden
     body = assert_error(api.get("/sessions/trip/export", **kwargs), 401, code)
 
     assert "messages" not in body
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "markdown"])
+def test_every_format_is_streamed(api, trip, fmt):
+    response = api.get("/sessions/trip/export", query={"format": fmt})
+
+    assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
+    chunks = response.streaming_content
+    assert iter(chunks) is chunks  # an iterator, not a body built before the response
+    first, rest = next(chunks), b"".join(chunks)
+    assert first and rest  # written in parts as it is read
+
+
+def test_the_streamed_json_is_byte_for_byte_the_json_of_the_whole_export(api, trip):
+    api.post("/sessions/trip/compact", {"force": True, "keep_recent_tokens": 1, "summary": "A trip: ünïcode ✓ \"quoted\"."})
+    session = Session.objects.get(key="trip")
+
+    streamed = b"".join(api.get("/sessions/trip/export").streaming_content)
+
+    assert streamed == json.dumps(export_json(session), ensure_ascii=False).encode()
+    assert json.loads(streamed)["checkpoints"][0]["summary"] == 'A trip: ünïcode ✓ "quoted".'
+
+
+def test_the_json_of_an_empty_session_is_the_same_streamed(api):
+    api.put("/sessions/empty", {"title": "nothing yet"})
+
+    streamed = b"".join(api.get("/sessions/empty/export").streaming_content)
+
+    assert streamed == json.dumps(export_json(Session.objects.get(key="empty")), ensure_ascii=False).encode()
+    assert json.loads(streamed)["messages"] == []
+
+
+def test_messages_are_read_in_pages_bounded_by_their_size(api):
+    api.post("/sessions/big/messages", {"messages": [
+        {"role": "user", "content": f"{n} " + "word " * 10_000} for n in range(1, 7)]})
+    session = Session.objects.get(key="big")
+
+    with CaptureQueriesContext(connection) as queries:
+        seqs = [m.seq for m in iter_messages(session, batch_chars=120_000)]
+    with CaptureQueriesContext(connection) as one_page:
+        assert [m.seq for m in iter_messages(session)] == seqs
+
+    with CaptureQueriesContext(connection) as pairs:
+        assert [m.seq for m in iter_messages(session, batch=4, batch_chars=250_000)] == seqs
+
+    assert seqs == [1, 2, 3, 4, 5, 6]
+    # Each message holds about 100,000 characters (its content and its text): one message per page.
+    assert len(full_row_reads(queries)) == 6
+    assert len(full_row_reads(one_page)) == 1
+    # Two messages a page, and the sizes of at most 4 messages read at a time: 1-2, 3-4, then 5-6.
+    assert len(full_row_reads(pairs)) == 3
+
+
+def full_row_reads(queries) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if '"reasoning"' in q["sql"] and "LENGTH" not in q["sql"].upper()]

@@ -2,6 +2,8 @@
 log, sent in the `anthropic` format as Anthropic's `tool_result.is_error`, kept by the exports, and
 read back from Anthropic-format appends. OpenAI has no such field: its format sends the content alone."""
 
+import json
+
 import pytest
 
 from sessions.models import Message
@@ -70,7 +72,7 @@ def test_an_anthropic_format_append_keeps_it(api):
 
 
 def test_the_json_export_keeps_it_and_appends_back(api, failed):
-    exported = api.get("/sessions/gate/export").json()
+    exported = json.loads(b"".join(api.get("/sessions/gate/export").streaming_content))
 
     assert [m.get("is_error", False) for m in exported["messages"]] == [False, False, True, False]
     assert api.post("/sessions/gate-copy/messages", {"messages": exported["messages"]}).status_code == 200

@@ -1,6 +1,9 @@
 """PATCH /api/v1/sessions/{key}/messages/{seq}: change include_in_messages and/or attributes;
 records MESSAGE_UPDATED."""
 
+import hashlib
+import json
+
 import pytest
 
 from sessions.models import Event, Message
@@ -66,7 +69,38 @@ def test_changing_attributes_records_the_change_and_leaves_the_model_input_alone
     assert raw(1) == {**before_raw, "attributes": {"ticket": "T-1", "nested": {"a": [1, 2]}}}
     assert input_tokens(api) == before_tokens
     event = Event.objects.get(session__key="chat", type="MESSAGE_UPDATED")
-    assert event.data["changes"] == {"attributes": {"from": {}, "to": {"ticket": "T-1", "nested": {"a": [1, 2]}}}}
+    change = event.data["changes"]["attributes"]
+    assert (change["keys"], change["keys_changed"]) == (["nested", "ticket"], 2)
+    assert change["before"] == {"bytes": 2, "sha256": hashlib.sha256(b"{}").hexdigest(), "value": {}}
+    after = b'{"nested":{"a":[1,2]},"ticket":"T-1"}'
+    assert change["after"] == {"bytes": len(after), "sha256": hashlib.sha256(after).hexdigest(),
+                               "value": {"ticket": "T-1", "nested": {"a": [1, 2]}}}
+
+
+def test_edits_of_large_attributes_record_a_bounded_summary_not_the_attributes(api, conversation):
+    # 40 edits of 4 x 60 kB of attributes: the events held 40 x 480 kB (before and after, whole).
+    for n in range(40):
+        attributes = {f"blob{k}": f"{n}-{k}-" + "x" * 60_000 for k in range(4)}
+        assert api.patch("/sessions/chat/messages/1", {"attributes": attributes}).status_code == 200
+
+    events = list(Event.objects.filter(session__key="chat", type="MESSAGE_UPDATED").order_by("pk"))
+    assert len(events) == 40
+    assert max(len(json.dumps(e.data)) for e in events) < 2_000
+    last = events[-1].data["changes"]["attributes"]
+    assert last["keys"] == ["blob0", "blob1", "blob2", "blob3"] and last["keys_changed"] == 4
+    whole = json.dumps(attributes, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+    assert last["after"] == {"bytes": len(whole), "sha256": hashlib.sha256(whole).hexdigest()}
+    listed = api.get("/sessions/chat/events", query={"type": "MESSAGE_UPDATED"})
+    assert listed.status_code == 200 and len(listed.content) < 40 * 2_000
+
+
+def test_an_edit_of_many_keys_names_the_first_twenty_keys_and_counts_them_all(api, conversation):
+    api.patch("/sessions/chat/messages/1", {"attributes": {f"k{n:03}" + "y" * 500: n for n in range(300)}})
+
+    change = Event.objects.get(session__key="chat", type="MESSAGE_UPDATED").data["changes"]["attributes"]
+    assert change["keys_changed"] == 300
+    assert change["keys"] == [f"k{n:03}" + "y" * 196 for n in range(20)]
+    assert "value" not in change["after"] and change["before"]["value"] == {}
 
 
 def test_a_patch_that_changes_nothing_records_nothing(api, conversation):

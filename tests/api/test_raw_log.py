@@ -2,6 +2,7 @@
 
 import pytest
 
+from sessions import message_sizes
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -40,6 +41,32 @@ def test_it_pages_with_after_and_limit_without_gaps_or_repeats(api, append):
         after = page["next_after"]
 
     assert seqs == list(range(1, 12))
+
+
+def test_a_page_of_big_messages_stops_at_the_size_bound_and_says_where_to_go_on(api, append, monkeypatch):
+    monkeypatch.setattr(message_sizes, "PAGE_CHARS", 250_000)
+    append("big", [{"role": "user", "content": f"{n} " + "word " * 10_000} for n in range(1, 8)])
+
+    first = api.get("/sessions/big/messages", query={"limit": 500}).json()
+    pages, after = [], 0
+    while after is not None:
+        page = api.get("/sessions/big/messages", query={"after": after, "limit": 500}).json()
+        pages.append([m["seq"] for m in page["items"]])
+        after = page["next_after"]
+
+    # Each message holds about 100,000 characters (its content and its text): two a page.
+    assert [m["seq"] for m in first["items"]] == [1, 2] and first["next_after"] == 2
+    assert pages == [[1, 2], [3, 4], [5, 6], [7]]
+
+
+def test_a_single_message_bigger_than_the_bound_is_a_page_of_its_own(api, append, monkeypatch):
+    monkeypatch.setattr(message_sizes, "PAGE_CHARS", 1_000)
+    append("big", [{"role": "user", "content": "word " * 1_000}, {"role": "user", "content": "short"}])
+
+    page = api.get("/sessions/big/messages").json()
+
+    assert [m["seq"] for m in page["items"]] == [1] and page["next_after"] == 1
+    assert page["items"][0]["content"] == "word " * 1_000
 
 
 def test_a_page_that_ends_at_the_last_message_has_no_next_page(api, append):

@@ -1,6 +1,7 @@
 """Search across transcripts down to the message, on SQLite FTS5 and PostgreSQL full-text:
 exact phrase first, filters, escaped highlighting, tenant isolation, links, the htmx fragment."""
 
+import tracemalloc
 from datetime import UTC, datetime
 
 import pytest
@@ -265,3 +266,24 @@ def test_search_finds_a_message_stored_after_every_migration(db):
     hits = search_messages("quokka zanzibar", SearchFilters(project_ids=[project.pk]))
 
     assert [h.message.text for h in hits] == ["a quokka in zanzibar"]
+
+
+def test_hits_in_long_messages_read_only_a_window_of_each(viewer_client, project):
+    text = "filler words here " * 11_000 + "the lost suitcase turned up in Porto " + "more filler " * 16_000
+    append_messages(project, "long", [{"role": "user", "content": text}] * 12, "test")
+    viewer_client.get(SEARCH, {"q": "suitcase Porto"})  # warm: templates, URL resolvers
+
+    tracemalloc.start()
+    try:
+        response = viewer_client.get(SEARCH, {"q": "suitcase Porto"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    snippets = parse(response).one(id="search-results").find_all("p", cls="snippet")
+    assert len(snippets) == 12
+    assert "<mark>suitcase</mark>" in response.content.decode() and "Porto" in snippets[0].text()
+    assert snippets[0].text().startswith("… ") and snippets[0].text().endswith(" …")
+    assert len(snippets[0].text()) < 300
+    # The 12 whole rows (text and content, 400,000 characters each) were about 10 MB.
+    assert peak < 3_000_000

@@ -153,6 +153,8 @@ ROUTES = {
     "session_live": Read(query={"after": 1}),
     "session_chart": Read(),
     "session_events": Read(),
+    "event_record": Read(),
+    "message_full": Read(),
     "checkpoint_diff": Read(),
     "request_view": Read(),
     "session_export": Read(),
