@@ -1,11 +1,14 @@
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import forms as auth_forms
 from django.core.management import call_command
 from django.db import connection
+from django.utils.text import slugify
 
 from sessions.append import append_messages
+from sessions.importers import import_file
 from sessions.models import Project
 from tests.openai_stub import OpenAIStub
 
@@ -108,6 +111,23 @@ def seeded_for_module(django_db_blocker):
             yield
         finally:
             call_command("flush", interactive=False, verbosity=0)
+
+
+TRANSCRIPTS = Path(__file__).resolve().parent / "data" / "transcripts"
+TRANSCRIPT_FILES = sorted(p for p in TRANSCRIPTS.rglob("*") if p.suffix in (".json", ".jsonl", ".traj"))
+
+
+@pytest.fixture(scope="module")
+def imported_files(django_db_setup, django_db_blocker) -> dict[Path, tuple]:
+    """Every transcript file in tests/data/transcripts imported once for the module by the real importers,
+    each into a project of its own: path -> (project, import report). tau-bench's 200 runs take seconds
+    to import; the tests read what was imported, or change it inside their own (rolled back) transaction."""
+    with seeded_for_module(django_db_blocker):
+        imported = {}
+        for path in TRANSCRIPT_FILES:
+            project = Project.objects.create(name=slugify(path.name)[:100])
+            imported[path] = (project, import_file(project, path))
+        yield imported
 
 
 def on_postgresql() -> bool:

@@ -9,7 +9,9 @@ from sessions.model_input import build_model_input
 from sessions.models import Session
 from sessions.session_store import update_session
 
-from .conftest import FILES
+from tests.conftest import TRANSCRIPT_FILES
+
+FILES = [p for p in TRANSCRIPT_FILES if p.suffix in (".json", ".jsonl")]
 
 BATCH = 500
 # What the ctxweb format adds to each entry about where it sits; the rest is what the model gets.

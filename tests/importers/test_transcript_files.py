@@ -99,10 +99,10 @@ def test_there_are_files_of_each_format():
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_a_real_transcript_imports_with_the_counts_the_file_holds(project, path):
+def test_a_real_transcript_imports_with_the_counts_the_file_holds(db, imported_files, path):
     want = expected(path)
 
-    report = import_file(project, path)
+    project, report = imported_files[path]  # imported once for the module by import_file
 
     assert report.error is None
     assert report.format == want.format
@@ -115,10 +115,10 @@ def test_a_real_transcript_imports_with_the_counts_the_file_holds(project, path)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_importing_a_file_again_stores_nothing_new(project, path):
-    import_file(project, path)
+def test_importing_a_file_again_stores_nothing_new(db, imported_files, path):
+    project, _ = imported_files[path]
     before = counts(project)
-    sessions_before = list(Session.objects.order_by("pk").values())
+    sessions_before = list(Session.objects.filter(project=project).order_by("pk").values())
 
     again = import_file(project, path)
 
@@ -126,12 +126,13 @@ def test_importing_a_file_again_stores_nothing_new(project, path):
     assert again.messages == again.tool_calls == again.tool_results == again.sessions_created == 0
     assert again.duplicates == before["messages"]
     assert counts(project) == before  # no rows, no events
-    assert list(Session.objects.order_by("pk").values()) == sessions_before
+    assert list(Session.objects.filter(project=project).order_by("pk").values()) == sessions_before
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_every_imported_session_gives_a_valid_openai_model_input(project, path):
-    assert import_file(project, path).error is None
+def test_every_imported_session_gives_a_valid_openai_model_input(db, imported_files, path):
+    project, report = imported_files[path]
+    assert report.error is None
 
     for session in Session.objects.filter(project=project):
         messages = openai_input(session)
@@ -139,11 +140,11 @@ def test_every_imported_session_gives_a_valid_openai_model_input(project, path):
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if p.suffix == ".json"], ids=lambda p: p.name)
-def test_the_first_system_message_becomes_the_instructions(project, path):
+def test_the_first_system_message_becomes_the_instructions(db, imported_files, path):
     data = json.loads(path.read_text())
     conversations = [data["messages"]] if isinstance(data, dict) else [record["traj"] for record in data]
 
-    import_file(project, path)
+    project, _ = imported_files[path]
 
     firsts = sorted(next(m["content"] for m in c if m["role"] == "system") for c in conversations)
     sessions = Session.objects.filter(project=project)
@@ -154,13 +155,13 @@ def test_the_first_system_message_becomes_the_instructions(project, path):
 
 
 @pytest.mark.parametrize("path", MINI_SWE_AGENT, ids=lambda p: p.name)
-def test_mini_swe_agent_exit_records_are_kept_but_never_sent(project, path):
+def test_mini_swe_agent_exit_records_are_kept_but_never_sent(db, imported_files, path):
     """The `exit` record (exit status, submission, or the traceback that ended the run) is written by
     mini-swe-agent after the run: it is in the raw log, not in the model input."""
     record = json.loads(path.read_text())["messages"][-1]
     assert record["role"] == "exit"
 
-    import_file(project, path)
+    project, _ = imported_files[path]
 
     session = Session.objects.get(project=project)
     exit_ = stored(session)[-1]
