@@ -230,6 +230,10 @@ CTXWEB_OPENAI_TIMEOUT = env_float("CTXWEB_OPENAI_TIMEOUT", 60.0)
 CTXWEB_MAX_BATCH_MESSAGES = env_int("CTXWEB_MAX_BATCH_MESSAGES", 500)
 CTXWEB_MAX_REQUEST_BYTES = env_int("CTXWEB_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
 CTXWEB_MAX_IMAGE_BYTES = env_int("CTXWEB_MAX_IMAGE_BYTES", 5 * 1024 * 1024)
+# Image parts per message and per append batch (or request build): each costs hundreds of tokens for a
+# few bytes of URL, so a batch of many would make an input of billions of tokens.
+CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE = env_int("CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE", 20)
+CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST = env_int("CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST", 100)
 # Every text a client sends (content, text parts, reasoning, tool call arguments, instructions, titles,
 # summaries, attribute and metadata keys and values), in characters.
 CTXWEB_MAX_TEXT_CHARS = env_int("CTXWEB_MAX_TEXT_CHARS", 1_000_000)
