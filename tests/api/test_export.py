@@ -3,6 +3,7 @@ that appends back unchanged, JSON Lines, or a Markdown transcript."""
 
 import base64
 import json
+import re
 
 import pytest
 
@@ -203,3 +204,38 @@ def test_it_rejects_a_request_without_a_valid_key_with_401(api, trip, bad_creden
     body = assert_error(api.get("/sessions/trip/export", **kwargs), 401, code)
 
     assert "messages" not in body
+
+
+def fenced_blocks(markdown: str) -> list[str]:
+    """The contents of the backtick-fenced code blocks of a Markdown text, closed as CommonMark closes
+    them: by the first line of at least as many backticks as the opening fence, indented up to three
+    spaces and followed by nothing but spaces."""
+    blocks, lines, n = [], markdown.split("\n"), 0
+    while n < len(lines):
+        opening = re.match(r" {0,3}(`{3,})[^`]*$", lines[n])
+        n += 1
+        if not opening:
+            continue
+        closing = re.compile(r" {0,3}" + "`" * len(opening.group(1)) + r"`* *$")
+        start = n
+        while n < len(lines) and not closing.match(lines[n]):
+            n += 1
+        blocks.append("\n".join(lines[start:n]))
+        n += 1
+    return blocks
+
+
+def test_backticks_in_a_text_cannot_close_its_code_fence_or_span_in_the_markdown_export(api):
+    tricky = "before\n   ````   \n# Not a heading\n``````` x\nafter ```"
+    api.put("/sessions/fences", {"instructions": tricky})
+    api.post("/sessions/fences/messages", {"messages": [
+        {"role": "assistant", "content": None, "reasoning": tricky,
+         "tool_calls": [{"id": "c`1", "name": "run", "arguments": tricky}]},
+        {"role": "tool", "tool_call_id": "c`1", "content": tricky},
+    ]})
+
+    response = api.get("/sessions/fences/export", query={"format": "markdown"})
+
+    text = b"".join(response.streaming_content).decode()
+    assert fenced_blocks(text) == [tricky] * 4
+    assert "**Tool call** `run` (``c`1``)" in text and "result of ``c`1``" in text
