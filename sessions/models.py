@@ -9,8 +9,10 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-SESSION_KEY_RE = r"^[A-Za-z0-9._:@-]{1,200}$"
-session_key_validator = RegexValidator(SESSION_KEY_RE, "1-200 characters of A-Z a-z 0-9 . _ : @ -")
+# `.` and `..` are refused: as a path segment a browser resolves them away, so no page could show them.
+SESSION_KEY_RE = r"^(?!\.\.?$)[A-Za-z0-9._:@-]{1,200}$"
+SESSION_KEY_RULE = "A session key is 1-200 characters of A-Z a-z 0-9 . _ : @ -, and not . or .."
+session_key_validator = RegexValidator(SESSION_KEY_RE, SESSION_KEY_RULE)
 
 
 class Role(models.TextChoices):
