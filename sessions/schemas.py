@@ -124,9 +124,9 @@ UtcDateTime = Annotated[datetime, BeforeValidator(utc_datetime)]
 class Strict(BaseModel):
     """Request bodies: plain pydantic models (ninja.Schema's Django-object getter is only needed for
     responses built from model instances, and costs a lot on batches of messages); unknown fields are
-    refused."""
+    refused, and no value is coerced (`true` is not 1, `"5"` is not 5), whatever a field's type."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ErrorOut(BaseModel):
