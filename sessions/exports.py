@@ -5,17 +5,19 @@ each, the same for the API and the dashboard."""
 import json
 import re
 from collections.abc import Iterator
+from urllib.parse import quote
 
 from django.http import HttpResponse, StreamingHttpResponse
 
 from .errors import NotFound
 from .formats import pretty_arguments
 from .models import Checkpoint, Message, Session
-from .schemas import CheckpointRecord, MessageRecord, SessionRecord
+from .schemas import CheckpointRecord, MessageRecord, SessionRecord, is_data_url
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
 BATCH = 1000
+URL_SAFE = ":/?#@!$&'*+,;=%~-._"
 
 
 def message_record(message: Message) -> dict:
@@ -94,10 +96,11 @@ def _markdown_content(content) -> str:
         else:
             url = part["url"]
             size = f", {part['width']}×{part['height']}" if part.get("width") and part.get("height") else ""
-            if url.startswith("data:"):
+            if is_data_url(url):
                 parts.append(f"[image: {part.get('media_type') or 'inline data'}{size}]")
             else:
-                parts.append(f"![image{size}]({url})")
+                # Percent-encoded where Markdown would read the URL as ending: ( ) < > spaces and brackets.
+                parts.append(f"![image{size}]({quote(url, safe=URL_SAFE)})")
     return "\n\n".join(parts)
 
 

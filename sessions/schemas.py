@@ -140,13 +140,19 @@ class ErrorOut(BaseModel):
 # --- messages in -----------------------------------------------------------------------------------
 
 
+def is_data_url(url: str) -> bool:
+    """A data: URL, whatever the case of its scheme (URL schemes are case-insensitive) and spaces around:
+    what the exports check before they write a URL into Markdown."""
+    return url.strip()[:5].lower() == "data:"
+
+
 def image_url(url: str) -> str:
     storable(url)  # bounded below, not as text
     if url.startswith(("http://", "https://")):
         if len(url) > 8192:
             raise PydanticCustomError("invalid_content", "is too long")
         return url
-    if url[:5].lower() != "data:":
+    if url[:5].lower() != "data:":  # no spaces before the scheme here: DATA_URL_RE reads from the start
         raise PydanticCustomError("invalid_content", "must be an http(s) or data: URL")
     match = DATA_URL_RE.match(url)
     if not match:

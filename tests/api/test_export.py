@@ -239,3 +239,25 @@ def test_backticks_in_a_text_cannot_close_its_code_fence_or_span_in_the_markdown
     text = b"".join(response.streaming_content).decode()
     assert fenced_blocks(text) == [tricky] * 4
     assert "**Tool call** `run` (``c`1``)" in text and "result of ``c`1``" in text
+
+
+def test_an_image_data_url_with_an_upper_case_scheme_is_not_written_into_the_markdown_export(api):
+    upper = PIXEL.replace("data:", "DATA:", 1)
+    mixed = PIXEL.replace("data:", "DaTa:", 1)
+    api.post("/sessions/pics/messages", {"messages": [{"role": "user", "content": [
+        {"type": "image", "url": upper, "media_type": "image/png"}, {"type": "image", "url": mixed}]}]})
+
+    text = b"".join(api.get("/sessions/pics/export", query={"format": "markdown"}).streaming_content).decode()
+
+    assert "[image: image/png]" in text and "[image: inline data]" in text
+    assert "base64" not in text and "](" not in text
+
+
+def test_an_image_url_cannot_end_its_markdown_image_early(api):
+    url = "https://example.com/a.png) [click](javascript:alert(1)"
+    api.post("/sessions/pics/messages", {"messages": [{"role": "user", "content": [{"type": "image", "url": url}]}]})
+
+    text = b"".join(api.get("/sessions/pics/export", query={"format": "markdown"}).streaming_content).decode()
+
+    assert "![image](https://example.com/a.png%29%20%5Bclick%5D%28javascript:alert%281%29)" in text
+    assert "[click](" not in text
