@@ -12,7 +12,7 @@ RESTORE = importlib.import_module("sessions.migrations.0007_message_search_trigg
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ctx_sessions', '0009_import_job'),
+        ('ctx_sessions', '0013_summarise_message_updated_events'),
     ]
 
     operations = [

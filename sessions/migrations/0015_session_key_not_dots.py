@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ctx_sessions', '0010_token_figures_64_bit'),
+        ('ctx_sessions', '0014_token_figures_64_bit'),
     ]
 
     operations = [
