@@ -113,12 +113,13 @@ DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE transactions take the write lock up front, so two writers queue instead of one
-    # failing with "database is locked" when it tries to upgrade a read lock.
+    # failing with "database is locked" when it tries to upgrade a read lock. synchronous=FULL syncs
+    # the WAL at every commit: an acknowledged write survives a power cut, not only a crash of ctxweb.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
         }
     )
 
@@ -231,6 +232,10 @@ CTXWEB_OPENAI_TIMEOUT = env_float("CTXWEB_OPENAI_TIMEOUT", 60.0)
 CTXWEB_MAX_BATCH_MESSAGES = env_int("CTXWEB_MAX_BATCH_MESSAGES", 500)
 CTXWEB_MAX_REQUEST_BYTES = env_int("CTXWEB_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
 CTXWEB_MAX_IMAGE_BYTES = env_int("CTXWEB_MAX_IMAGE_BYTES", 5 * 1024 * 1024)
+# Image parts per message and per append batch (or request build): each costs hundreds of tokens for a
+# few bytes of URL, so a batch of many would make an input of billions of tokens.
+CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE = env_int("CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE", 20)
+CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST = env_int("CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST", 100)
 # Every text a client sends (content, text parts, reasoning, tool call arguments, instructions, titles,
 # summaries, attribute and metadata keys and values), in characters.
 CTXWEB_MAX_TEXT_CHARS = env_int("CTXWEB_MAX_TEXT_CHARS", 1_000_000)

@@ -3,7 +3,9 @@ re-create the raw log), JSON Lines, and a readable Markdown transcript, and the 
 each, the same for the API and the dashboard."""
 
 import json
+import re
 from collections.abc import Iterator
+from urllib.parse import quote
 
 from django.http import StreamingHttpResponse
 
@@ -11,7 +13,7 @@ from .errors import NotFound
 from .formats import pretty_arguments
 from .message_sizes import pages, sizes
 from .models import Checkpoint, Message, Session
-from .schemas import CheckpointRecord, MessageRecord, SessionRecord
+from .schemas import CheckpointRecord, MessageRecord, SessionRecord, is_data_url
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
@@ -19,6 +21,7 @@ EXPORT_VERSION = 1
 # reasoning, content, tool calls and attributes), their sizes read BATCH at a time: an export holds one
 # page at a time, or one message when a single one is bigger.
 BATCH = 1000
+URL_SAFE = ":/?#@!$&'*+,;=%~-._"
 
 
 def message_record(message: Message) -> dict:
@@ -96,9 +99,19 @@ def export_jsonl(session: Session) -> Iterator[str]:
 
 
 def _fence(text: str, lang: str = "") -> str:
-    longest = max((len(run) for run in text.split("\n") if set(run) == {"`"}), default=0)
+    """`text` as a fenced code block that nothing in it can close: the fence is longer than any run of
+    backticks in the text (a closing fence may be indented and followed by spaces)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def _code(text: str) -> str:
+    """`text` as an inline code span on one line, which no backtick in it can end."""
+    text = " ".join(text.splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _markdown_content(content) -> str:
@@ -111,10 +124,11 @@ def _markdown_content(content) -> str:
         else:
             url = part["url"]
             size = f", {part['width']}×{part['height']}" if part.get("width") and part.get("height") else ""
-            if url.startswith("data:"):
+            if is_data_url(url):
                 parts.append(f"[image: {part.get('media_type') or 'inline data'}{size}]")
             else:
-                parts.append(f"![image{size}]({url})")
+                # Percent-encoded where Markdown would read the URL as ending: ( ) < > spaces and brackets.
+                parts.append(f"![image{size}]({quote(url, safe=URL_SAFE)})")
     return "\n\n".join(parts)
 
 
@@ -129,7 +143,7 @@ def export_markdown(session: Session) -> Iterator[str]:
         if not m.include_in_messages:
             flags.append("hidden from the model")
         if m.role == "tool":
-            flags.append(f"result of `{m.tool_call_id}`")
+            flags.append(f"result of {_code(m.tool_call_id)}")
         if m.is_error:
             flags.append("the tool reported an error")
         head = f"### #{m.seq} · {m.role}" + (f" · {m.name}" if m.name else "") + (f" ({'; '.join(flags)})" if flags else "")
@@ -140,7 +154,7 @@ def export_markdown(session: Session) -> Iterator[str]:
         if body.strip():
             yield (_fence(body) if m.role == "tool" else body) + "\n\n"
         for call in m.tool_calls:
-            yield f"**Tool call** `{call['name']}` (`{call['id']}`)\n\n{_fence(pretty_arguments(call['arguments']), 'json')}\n\n"
+            yield f"**Tool call** {_code(call['name'])} ({_code(call['id'])})\n\n{_fence(pretty_arguments(call['arguments']), 'json')}\n\n"
         if m.seq in ends:
             c = ends[m.seq]
             yield (

@@ -11,11 +11,11 @@ ROLES = tuple(Membership.Role.values)
 def set_member(project: Project, username: str, role: str) -> tuple[Membership, bool]:
     if role not in ROLES:
         raise DomainError(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
-    User = get_user_model()
-    try:
-        user = User.objects.get(username=username)
-    except User.DoesNotExist:
-        raise NotFound(f"No user {username!r}.", code="user_not_found") from None
+    # An unknown name and an account that cannot log in get the same answer, so a project's admin cannot
+    # learn which usernames the installation has.
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise NotFound(f"{username} cannot be added: no active account has that username.", code="user_not_found")
     membership, created = Membership.objects.update_or_create(user=user, project=project, defaults={"role": role})
     return membership, created
 

@@ -9,8 +9,10 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-SESSION_KEY_RE = r"^[A-Za-z0-9._:@-]{1,200}$"
-session_key_validator = RegexValidator(SESSION_KEY_RE, "1-200 characters of A-Z a-z 0-9 . _ : @ -")
+# `.` and `..` are refused: as a path segment a browser resolves them away, so no page could show them.
+SESSION_KEY_RE = r"^(?!\.\.?$)[A-Za-z0-9._:@-]{1,200}$"
+SESSION_KEY_RULE = "A session key is 1-200 characters of A-Z a-z 0-9 . _ : @ -, and not . or .."
+session_key_validator = RegexValidator(SESSION_KEY_RE, SESSION_KEY_RULE)
 
 
 class Role(models.TextChoices):
@@ -50,8 +52,8 @@ class Project(models.Model):
     title = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     # Compaction defaults for the project's sessions; empty means the server default.
-    max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    keep_recent_tokens = models.PositiveIntegerField(null=True, blank=True)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    keep_recent_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     auto_compact = models.BooleanField(null=True, blank=True)
     summarizer = models.CharField(max_length=50, blank=True, default="")
 
@@ -68,11 +70,11 @@ class Session(models.Model):
     title = models.CharField(max_length=300, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     instructions = models.TextField(blank=True, default="")
-    instructions_tokens = models.PositiveIntegerField(default=0)
+    instructions_tokens = models.PositiveBigIntegerField(default=0)
 
     # Compaction settings; empty means the project's, then the server's default.
-    max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    keep_recent_tokens = models.PositiveIntegerField(null=True, blank=True)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    keep_recent_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     auto_compact = models.BooleanField(null=True, blank=True)
     summarizer = models.CharField(max_length=50, blank=True, default="")
 
@@ -171,9 +173,9 @@ class Message(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     # Token figures, computed once when the message is stored.
-    tokens = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
     tool_call_tokens = models.JSONField(default=list, blank=True)  # per call, part of `tokens`
-    reasoning_tokens = models.PositiveIntegerField(default=0)  # shown, not part of `tokens`
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)  # shown, not part of `tokens`
     digest = models.CharField(max_length=64)  # of the model-visible fields, for duplicate detection
 
     class Meta:
@@ -204,10 +206,10 @@ class Checkpoint(models.Model):
     first_seq = models.PositiveIntegerField()  # first seq newly covered (previous.last_seq + 1)
     last_seq = models.PositiveIntegerField()  # last original message covered
     created_at_seq = models.PositiveIntegerField()  # highest seq stored when it was created
-    summary_tokens = models.PositiveIntegerField()  # the summary message, prefix included
-    replaced_tokens = models.PositiveIntegerField(default=0)
-    tokens_before = models.PositiveIntegerField(default=0)
-    tokens_after = models.PositiveIntegerField(default=0)
+    summary_tokens = models.PositiveBigIntegerField()  # the summary message, prefix included
+    replaced_tokens = models.PositiveBigIntegerField(default=0)
+    tokens_before = models.PositiveBigIntegerField(default=0)
+    tokens_after = models.PositiveBigIntegerField(default=0)
     summarizer = models.CharField(max_length=50)
     trigger = models.CharField(max_length=20, default="request")
     created_at = models.DateTimeField(default=timezone.now)

@@ -125,9 +125,9 @@ UtcDateTime = Annotated[datetime, BeforeValidator(utc_datetime)]
 class Strict(BaseModel):
     """Request bodies: plain pydantic models (ninja.Schema's Django-object getter is only needed for
     responses built from model instances, and costs a lot on batches of messages); unknown fields are
-    refused."""
+    refused, and no value is coerced (`true` is not 1, `"5"` is not 5), whatever a field's type."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ErrorOut(BaseModel):
@@ -141,13 +141,19 @@ class ErrorOut(BaseModel):
 # --- messages in -----------------------------------------------------------------------------------
 
 
+def is_data_url(url: str) -> bool:
+    """A data: URL, whatever the case of its scheme (URL schemes are case-insensitive) and spaces around:
+    what the exports check before they write a URL into Markdown."""
+    return url.strip()[:5].lower() == "data:"
+
+
 def image_url(url: str) -> str:
     storable(url)  # bounded below, not as text
     if url.startswith(("http://", "https://")):
         if len(url) > 8192:
             raise PydanticCustomError("invalid_content", "is too long")
         return url
-    if url[:5].lower() != "data:":
+    if url[:5].lower() != "data:":  # no spaces before the scheme here: DATA_URL_RE reads from the start
         raise PydanticCustomError("invalid_content", "must be an http(s) or data: URL")
     match = DATA_URL_RE.match(url)
     if not match:

@@ -9,7 +9,7 @@ from .errors import Conflict, DomainError, NotFound
 from .event_types import SessionCreated, SessionUpdated
 from .events import record
 from .model_input import refresh_input_tokens
-from .models import SESSION_KEY_RE, Project, Role, Session
+from .models import SESSION_KEY_RE, SESSION_KEY_RULE, Project, Role, Session
 from .schemas import SessionIn
 from .tokens import REPLY_PRIMING, count_message
 from .validation import validated
@@ -19,9 +19,7 @@ _KEY = re.compile(SESSION_KEY_RE)
 
 def check_key(key: str) -> str:
     if not isinstance(key, str) or not _KEY.match(key):
-        raise DomainError(
-            "A session key is 1-200 characters of A-Z a-z 0-9 . _ : @ -", code="invalid_session_key"
-        )
+        raise DomainError(SESSION_KEY_RULE, code="invalid_session_key")
     return key
 
 

@@ -283,6 +283,30 @@ def content_text(content) -> str:
     return "\n".join(part["text"] for part in content if part["type"] == "text")
 
 
+def image_parts(content) -> int:
+    """How many image parts a message's content holds (stored or as a client sends it)."""
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if isinstance(part, dict) and part.get("type") in ("image", "image_url"))
+
+
+def check_image_parts(messages: list[NewMessage], start: int | None = 0) -> None:
+    """The caps on image parts per message and per batch (each costs hundreds of tokens for a few bytes
+    of URL): 422 too_many_images past either."""
+    per_message = settings.CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE
+    total = 0
+    for index, message in enumerate(messages):
+        count = image_parts(message.content)
+        if count > per_message:
+            detail = f"a message may hold at most {per_message} image parts; this one holds {count}"
+            raise fail(None if start is None else start + index, detail, "too_many_images")
+        total += count
+    per_request = settings.CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST
+    if total > per_request:
+        raise DomainError(f"a request may hold at most {per_request} image parts; this one holds {total}",
+                          code="too_many_images")
+
+
 def _content(content) -> str | list:
     if content is None:
         return ""
@@ -384,7 +408,9 @@ def parse_message(data, index: int | None = None) -> NewMessage:
         if index is None:
             raise schema_error(exc) from None
         raise schema_error(SchemaErrorAt(exc, index), batch=True) from None
-    return new_message(message, index)
+    parsed = new_message(message, index)
+    check_image_parts([parsed], index)
+    return parsed
 
 
 class SchemaErrorAt:
@@ -410,7 +436,9 @@ def parse_messages(raw_messages) -> list[NewMessage]:
         batch = adapter(list[schemas.MessageIn]).validate_python(raw_messages)
     except SchemaError as exc:
         raise schema_error(exc, batch=True) from None
-    return [new_message(message, index) for index, message in enumerate(batch)]
+    messages = [new_message(message, index) for index, message in enumerate(batch)]
+    check_image_parts(messages)
+    return messages
 
 
 def text_chars(value) -> int:

@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -295,20 +296,29 @@ def export_download(request: HttpRequest, project: str, key: str, fmt: str) -> H
 # --- API keys ------------------------------------------------------------------------------------
 
 
+NEW_SECRET = "ctxweb_new_api_key_secret"  # in the user's session between a key's creation and its display
+
+
 @login_required
+@never_cache
 def api_keys(request: HttpRequest) -> HttpResponse:
+    """Post/redirect/get: a created key's secret waits in the user's session for the page shown after the
+    redirect, which shows it once (never cached), so a refresh neither creates a second key nor shows it
+    again."""
     projects = [p for p in access.projects_for(request.user) if access.can(request.user, p, "manage_keys")]
     if not projects:
         raise Http404("You manage no project's API keys.")
-    new_secret = None
     if request.method == "POST":
         project = access.get_project_for(request.user, request.POST.get("project", ""), "manage_keys")
         try:
-            key, new_secret = create_api_key(project, request.POST.get("name", ""), request.user)
+            key, secret = create_api_key(project, request.POST.get("name", ""), request.user)
         except DomainError as exc:
             flash.error(request, exc.detail)
         else:
+            request.session[NEW_SECRET] = secret
             flash.success(request, f"API key {key.name!r} created for {project.name}. Copy the secret now: it is not shown again.")
+            return redirect("api_keys")
+    new_secret = request.session.pop(NEW_SECRET, None) if request.method == "GET" else None
     return render(request, "sessions/api_keys.html", {
         "keys": keys_of(projects), "projects": projects, "new_secret": new_secret, "rate_limits": rate_limits.buckets(),
     })

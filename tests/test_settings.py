@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from django.db import connection
+
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = "import django; django.setup()"
 
@@ -49,3 +52,14 @@ def test_the_deploy_checks_pass_in_production():
         DEBUG="0", SECRET_KEY=secrets.token_urlsafe(64), ALLOWED_HOSTS="example.com",
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_sqlite_syncs_every_commit_to_disk(db):
+    """synchronous=FULL: with WAL, NORMAL may lose the last commits on a power cut (README, Reliability)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("a SQLite setting")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA synchronous")
+        assert cursor.fetchone()[0] == 2  # FULL
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0] == "wal"

@@ -81,8 +81,8 @@ def tool_result_message(block: dict, message_id: str | None, attributes: dict) -
     elif not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
     message = {"id": message_id, "role": "tool", "tool_call_id": block.get("tool_use_id"), "content": content}
-    if block.get("is_error"):
-        message["is_error"] = True
+    if block.get("is_error") is not None:
+        message["is_error"] = block["is_error"]  # validated as a boolean with the message: 1 is not true
     if attributes:
         message["attributes"] = attributes
     return message

@@ -88,7 +88,8 @@ class Source:
 
 
 def safe_key(text: str) -> str:
-    return KEY_CHARS.sub("-", text).strip("-") or "transcript"
+    key = KEY_CHARS.sub("-", text).strip("-")
+    return key if key not in ("", ".", "..") else "transcript"
 
 
 def shorten(text: str, limit: int) -> str:

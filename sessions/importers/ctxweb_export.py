@@ -29,7 +29,7 @@ def _from_lines(lines: list) -> dict:
             document["session"] = {k: v for k, v in body.items() if k not in ("format", "version")}
         elif kind == "message":
             seq = body.pop("seq", None)
-            if seq is not None and seq != len(document["messages"]) + 1:
+            if seq is not None and (type(seq) is not int or seq != len(document["messages"]) + 1):
                 raise TranscriptError(f"line {number}: messages must come in seq order without gaps")
             document["messages"].append(body)
         elif kind == "checkpoint":
@@ -55,8 +55,8 @@ def parse(value, source: Source) -> Parsed:
     for number, checkpoint in enumerate(ordered, start=1):
         try:
             checkpoints.append(ImportedCheckpoint(
-                last=int(checkpoint["last_seq"]),
-                at=int(checkpoint.get("created_at_seq") or checkpoint["last_seq"]),
+                last=_whole(checkpoint["last_seq"]),
+                at=_whole(checkpoint.get("created_at_seq") or checkpoint["last_seq"]),
                 summary=checkpoint["summary"],
                 summarizer=checkpoint.get("summarizer") or "import",
                 trigger=checkpoint.get("trigger") or "import",
@@ -75,6 +75,13 @@ def parse(value, source: Source) -> Parsed:
         created_at=session.get("created_at"),
         checkpoints=checkpoints,
     )])
+
+
+def _whole(value) -> int:
+    """A seq as exported: a JSON whole number, not a boolean, a float or a string of digits."""
+    if type(value) is not int:
+        raise TypeError(value)
+    return value
 
 
 def _order(checkpoint):

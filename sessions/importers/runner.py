@@ -31,6 +31,7 @@ from sessions.checkpoints import create_imported_checkpoint
 from sessions.errors import DomainError
 from sessions.models import Project, Session
 from sessions.session_store import update_session
+from sessions.validation import image_parts
 
 from .base import ImportedSession, TranscriptError
 from .detect import parse_transcript
@@ -165,11 +166,11 @@ class _Appender:
         self.seqs: list[int | None] = []
 
     def up_to(self, end: int) -> None:
-        batch = settings.CTXWEB_MAX_BATCH_MESSAGES
         messages = self.imported.messages
         while len(self.seqs) < end:
             start = len(self.seqs)
-            chunk = messages[start : min(end, start + batch)]
+            following = (messages[index] for index in range(start, end))
+            chunk = next(_chunks(following, settings.CTXWEB_MAX_BATCH_MESSAGES))
             self.seqs += append_chunk(self.project, self.imported.key, chunk, self.actor, self.report,
                                       lambda index, start=start: start + index, source=self.source)
 
@@ -301,12 +302,17 @@ def store_record(project: Project, imported: ImportedSession, actor: str, report
 
 
 def _chunks(items, size: int):
-    chunk = []
+    """Batches of at most `size` messages and CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST image parts (a
+    message over that cap alone goes in a batch of its own, which refuses it)."""
+    cap = settings.CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST
+    chunk, images = [], 0
     for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
+        count = image_parts(item.get("content")) if isinstance(item, dict) else 0
+        if chunk and (len(chunk) >= size or images + count > cap):
             yield chunk
-            chunk = []
+            chunk, images = [], 0
+        chunk.append(item)
+        images += count
     if chunk:
         yield chunk
 

@@ -384,3 +384,19 @@ def test_it_does_not_compact_when_auto_is_off(api):
 
     assert response.json()["compaction"] is None
     assert not Event.objects.filter(session__key="manual", type__startswith="COMPACTION_").exists()
+
+
+@pytest.mark.parametrize("key", [".", "..", "%2E", "%2e%2E"])
+def test_it_refuses_the_session_keys_dot_and_dot_dot_with_422(api, key):
+    before = stored()
+
+    for response in (post(api, key, [{"role": "user", "content": "x"}]), api.put(f"/sessions/{key}", {})):
+        body = assert_error(response, 422, "invalid_session_key")
+        assert body["detail"] == "A session key is 1-200 characters of A-Z a-z 0-9 . _ : @ -, and not . or .."
+
+    assert stored() == before
+
+
+def test_keys_holding_dots_besides_those_two_are_accepted(api):
+    for key in ("...", ".hidden", "a..b", "v1.2"):
+        assert post(api, key, [{"role": "user", "content": "x"}]).status_code == 200, key

@@ -3,6 +3,7 @@ that appends back unchanged, JSON Lines, or a Markdown transcript."""
 
 import base64
 import json
+import re
 
 import pytest
 from django.db import connection
@@ -268,3 +269,60 @@ def test_messages_are_read_in_pages_bounded_by_their_size(api):
 
 def full_row_reads(queries) -> list[str]:
     return [q["sql"] for q in queries.captured_queries if '"reasoning"' in q["sql"] and "LENGTH" not in q["sql"].upper()]
+
+
+def fenced_blocks(markdown: str) -> list[str]:
+    """The contents of the backtick-fenced code blocks of a Markdown text, closed as CommonMark closes
+    them: by the first line of at least as many backticks as the opening fence, indented up to three
+    spaces and followed by nothing but spaces."""
+    blocks, lines, n = [], markdown.split("\n"), 0
+    while n < len(lines):
+        opening = re.match(r" {0,3}(`{3,})[^`]*$", lines[n])
+        n += 1
+        if not opening:
+            continue
+        closing = re.compile(r" {0,3}" + "`" * len(opening.group(1)) + r"`* *$")
+        start = n
+        while n < len(lines) and not closing.match(lines[n]):
+            n += 1
+        blocks.append("\n".join(lines[start:n]))
+        n += 1
+    return blocks
+
+
+def test_backticks_in_a_text_cannot_close_its_code_fence_or_span_in_the_markdown_export(api):
+    tricky = "before\n   ````   \n# Not a heading\n``````` x\nafter ```"
+    api.put("/sessions/fences", {"instructions": tricky})
+    api.post("/sessions/fences/messages", {"messages": [
+        {"role": "assistant", "content": None, "reasoning": tricky,
+         "tool_calls": [{"id": "c`1", "name": "run", "arguments": tricky}]},
+        {"role": "tool", "tool_call_id": "c`1", "content": tricky},
+    ]})
+
+    response = api.get("/sessions/fences/export", query={"format": "markdown"})
+
+    text = b"".join(response.streaming_content).decode()
+    assert fenced_blocks(text) == [tricky] * 4
+    assert "**Tool call** `run` (``c`1``)" in text and "result of ``c`1``" in text
+
+
+def test_an_image_data_url_with_an_upper_case_scheme_is_not_written_into_the_markdown_export(api):
+    upper = PIXEL.replace("data:", "DATA:", 1)
+    mixed = PIXEL.replace("data:", "DaTa:", 1)
+    api.post("/sessions/pics/messages", {"messages": [{"role": "user", "content": [
+        {"type": "image", "url": upper, "media_type": "image/png"}, {"type": "image", "url": mixed}]}]})
+
+    text = b"".join(api.get("/sessions/pics/export", query={"format": "markdown"}).streaming_content).decode()
+
+    assert "[image: image/png]" in text and "[image: inline data]" in text
+    assert "base64" not in text and "](" not in text
+
+
+def test_an_image_url_cannot_end_its_markdown_image_early(api):
+    url = "https://example.com/a.png) [click](javascript:alert(1)"
+    api.post("/sessions/pics/messages", {"messages": [{"role": "user", "content": [{"type": "image", "url": url}]}]})
+
+    text = b"".join(api.get("/sessions/pics/export", query={"format": "markdown"}).streaming_content).decode()
+
+    assert "![image](https://example.com/a.png%29%20%5Bclick%5D%28javascript:alert%281%29)" in text
+    assert "[click](" not in text

@@ -21,9 +21,13 @@ def create(client, project="default", name="support-bot"):
     return client.post(PAGE, {"project": project, "name": name})
 
 
-def shown_secret(response) -> str:
-    assert response.status_code == 200, response.status_code
-    return parse(response).one("code", id="new-secret").text()
+def shown_secret(client, **key) -> str:
+    """Create a key (post), follow the redirect (get) and read the secret the page shows."""
+    response = create(client, **key)
+    assert (response.status_code, response["Location"]) == (302, PAGE)
+    page = client.get(PAGE)
+    assert page.status_code == 200
+    return parse(page).one("code", id="new-secret").text()
 
 
 def test_an_admin_sees_the_page_with_a_create_form(admin_client):
@@ -33,8 +37,7 @@ def test_an_admin_sees_the_page_with_a_create_form(admin_client):
 
 
 def test_an_admin_creates_a_key_and_sees_its_secret_once(admin_client, admin_user):
-    response = create(admin_client)
-    secret = shown_secret(response)
+    secret = shown_secret(admin_client)
     key = ApiKey.objects.get(name="support-bot")
     assert key.project.name == "default"
     assert key.created_by == admin_user
@@ -50,10 +53,27 @@ def test_an_admin_creates_a_key_and_sees_its_secret_once(admin_client, admin_use
 
 
 def test_the_created_secret_works_against_the_api(admin_client, story):
-    secret = shown_secret(create(admin_client))
+    secret = shown_secret(admin_client)
     response = admin_client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {secret}"})
     assert response.status_code == 200, response.content[:300]
     assert "story" in response.content.decode()
+
+
+def test_the_secret_is_shown_once_after_a_redirect_never_cached_and_a_refresh_creates_no_second_key(
+        admin_client):
+    posted = create(admin_client)
+
+    assert posted.status_code == 302 and posted["Location"] == PAGE
+    assert b"ctx_" not in posted.content
+    shown = admin_client.get(PAGE)
+    secret = parse(shown).one("code", id="new-secret").text()
+    assert secret.startswith("ctx_")
+    assert "no-store" in shown["Cache-Control"]
+    refreshed = admin_client.get(PAGE)
+    assert secret.encode() not in refreshed.content
+    assert parse(refreshed).find(id="new-secret") is None
+    assert ApiKey.objects.count() == 1
+    assert secret not in str(dict(admin_client.session))
 
 
 def test_a_key_needs_a_name(admin_client):
@@ -135,7 +155,7 @@ def test_an_admin_sees_the_api_keys_link(admin_client):
 
 
 def test_a_superuser_manages_every_projects_keys(superuser_client, other_project):
-    secret = shown_secret(create(superuser_client, project="other", name="theirs"))
+    secret = shown_secret(superuser_client, project="other", name="theirs")
     assert ApiKey.objects.get(name="theirs").project == other_project
     assert secret
 

@@ -110,3 +110,20 @@ def test_the_set_member_command_refuses_unknown_projects_users_and_roles(make_us
     with pytest.raises(CommandError):
         call_command("set_member", "default", "cli-user", "--remove")
     assert role_of("cli-user") is None
+
+
+def test_an_unknown_username_and_a_user_who_cannot_be_added_get_the_same_answer(admin_client, make_user):
+    """No enumeration: the page tells a project's admin nothing about which usernames exist."""
+    retired = make_user("retired")
+    retired.is_active = False
+    retired.save()
+
+    answers = []
+    for username in ("retired", "ghost"):
+        response = admin_client.post(PAGE, {"username": username, "role": "viewer"}, follow=True)
+        flash = parse(response).one(cls="flash").text().replace(username, "NAME")
+        answers.append((response.status_code, response.redirect_chain, flash))
+
+    assert answers[0] == answers[1]
+    assert answers[0][2] == "NAME cannot be added: no active account has that username."
+    assert role_of("retired") is None and role_of("ghost") is None

@@ -157,7 +157,7 @@ def test_the_markdown_export_keeps_the_text_as_it_is(viewer_client, hostile):
 
 
 def test_an_api_key_name_is_escaped_on_the_keys_page(admin_client, project):
-    response = admin_client.post(reverse("api_keys"), {"project": "default", "name": PAYLOAD})
+    response = admin_client.post(reverse("api_keys"), {"project": "default", "name": PAYLOAD}, follow=True)
     assert_inert(response)
     assert_inert(admin_client.get(reverse("api_keys")))
 

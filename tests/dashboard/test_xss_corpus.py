@@ -101,7 +101,7 @@ def post_forms(client) -> dict[str, Page]:
     keep = keeper(pages)
     for number, names in enumerate(pack(PAYLOADS, 100, " ")):
         url = reverse("api_keys")
-        keep(f"api key created ({number})", url, client.post(url, {"project": "default", "name": " ".join(names)}))
+        keep(f"api key created ({number})", url, client.post(url, {"project": "default", "name": " ".join(names)}, follow=True))
     for number, names in enumerate(pack(PAYLOADS, 1000, " ")):
         url = reverse("members", args=["default"])
         keep(f"unknown member ({number})", url,

@@ -75,4 +75,7 @@ def test_an_append_during_a_large_import_waits_a_moment_and_succeeds(project, tm
     assert outcome["import_error"] is None
     assert outcome["errors"] == []
     assert outcome["appends"] >= 3, outcome
-    assert outcome["slowest"] < 1.0, outcome
+    # Well under the 20 s busy timeout. Not tighter: a waiting append polls for the lock and may miss a
+    # few hand-overs, the more so on a loaded machine and since every commit syncs the WAL
+    # (synchronous=FULL); waits of 1.1-3.2 s were seen at a load of 4-6 on 2 cores (1.06 s with NORMAL).
+    assert outcome["slowest"] < 5.0, outcome

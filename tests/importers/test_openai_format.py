@@ -173,3 +173,11 @@ def test_a_record_that_is_not_openai_fails_the_file_and_stores_nothing(import_by
 
     assert report.error == f"record 0, message 4: {reason}"
     assert Session.objects.count() == 0 and Message.objects.count() == 0
+
+
+@pytest.mark.parametrize("name", ["..json", "...json"])
+def test_a_file_whose_name_would_make_the_key_dot_or_dot_dot_imports_under_a_reachable_key(import_bytes, name):
+    report = import_bytes(name, [{"role": "user", "content": "hi"}])
+
+    assert report.error is None, report.error
+    assert list(Session.objects.values_list("key", flat=True)) == ["transcript"]

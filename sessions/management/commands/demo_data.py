@@ -1,39 +1,56 @@
 import os
+import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from sessions.demo import load_demo
 from sessions.members import set_member
 from sessions.models import Project
 
-DEMO_PASSWORD = os.environ.get("CTXWEB_DEMO_PASSWORD", "ctxweb-demo")
-# username -> (superuser, {project: role})
+DEV_PASSWORD = "ctxweb-demo"
+# username -> (superuser, {project: role}, what the login is for)
 DEMO_USERS = {
-    "admin": (True, {}),
-    "editor": (False, {"default": "editor", "support-bots": "editor"}),
-    "viewer": (False, {"default": "viewer", "support-bots": "viewer"}),
+    "admin": (True, {}, "superuser: everything, API keys, members"),
+    "viewer": (False, {"default": "viewer", "support-bots": "viewer"}, "support staff: read, search, notes, exports"),
+    "editor": (False, {"default": "editor", "support-bots": "editor"}, "also compact and hide messages"),
 }
 
 
 class Command(BaseCommand):
-    help = "Create the demo sessions and demo logins (safe to run again: it creates nothing twice)."
+    help = ("Create the demo sessions and demo logins (safe to run again: it creates nothing twice). With DEBUG "
+            "off it refuses unless --force is given, and the logins get a random password, printed once.")
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--force", action="store_true",
+                            help="run with DEBUG off too (the demo logins then get a random password)")
+
+    def handle(self, *args, force=False, **options):
+        if not settings.DEBUG and not force:
+            raise CommandError("DEBUG is off: demo_data would add demo sessions and logins to this installation. "
+                               "Pass --force to do it anyway (the logins then get a random password).")
+        # A known password only where DEBUG is on; a production run gets one nobody could guess.
+        if settings.DEBUG:
+            password = os.environ.get("CTXWEB_DEMO_PASSWORD") or DEV_PASSWORD
+        else:
+            password = secrets.token_urlsafe(18)
         created = load_demo(self.stdout)
         if not created:
             self.stdout.write("Demo data is already loaded.")
         User = get_user_model()
-        for username, (superuser, roles) in DEMO_USERS.items():
+        new_logins = []
+        for username, (superuser, roles, purpose) in DEMO_USERS.items():
             if not User.objects.filter(username=username).exists():
                 maker = User.objects.create_superuser if superuser else User.objects.create_user
-                maker(username, f"{username}@example.com", DEMO_PASSWORD)
+                maker(username, f"{username}@example.com", password)
+                new_logins.append((username, purpose))
             for project, role in roles.items():
                 if Project.objects.filter(name=project).exists():
                     set_member(Project.objects.get(name=project), username, role)
-        self.stdout.write(self.style.SUCCESS(
-            "\nctxweb is starting on http://127.0.0.1:8000/\n"
-            f"  Log in as admin / {DEMO_PASSWORD}   (superuser: everything, API keys, members)\n"
-            f"         or viewer / {DEMO_PASSWORD}  (support staff: read, search, notes, exports)\n"
-            f"         or editor / {DEMO_PASSWORD}  (also compact and hide messages)\n"
-        ))
+        lines = [f"  Log in as {username} / {password}   ({purpose})" for username, purpose in new_logins]
+        if len(new_logins) < len(DEMO_USERS):
+            lines.append("  Demo logins made before keep their password.")
+        if not settings.DEBUG and new_logins:
+            lines.append("  This random password is shown once; it is not stored anywhere you can read it.")
+        self.stdout.write(self.style.SUCCESS("\nctxweb is starting on http://127.0.0.1:8000/\n" + "\n".join(lines) + "\n"))
