@@ -8,7 +8,6 @@ from sessions.formats import render_model_input
 from sessions.model_input import build_model_input
 from sessions.models import Session
 from sessions.session_store import update_session
-
 from tests.conftest import TRANSCRIPT_FILES
 
 FILES = [p for p in TRANSCRIPT_FILES if p.suffix in (".json", ".jsonl")]

@@ -13,11 +13,11 @@ from django.urls import reverse
 from sessions.append import append_messages
 from sessions.errors import Conflict
 from sessions.import_jobs import create_job, run_job
-from sessions.search import SearchFilters, search_messages
-from sessions.session_store import get_session
 from sessions.importers import import_path, runner
 from sessions.importers.stream import open_stream
 from sessions.models import ImportJob, Membership, Message, Project, Session
+from sessions.search import SearchFilters, search_messages
+from sessions.session_store import get_session
 from tests.importers.conftest import client_for, counts
 
 
