@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see README).
 export DEBUG ?= 1
 
-.PHONY: run worker test install migrate demo lint bench bench-quick reliability reliability-quick clean
+.PHONY: run worker test install migrate demo lint bench bench-quick reliability reliability-quick memory memory-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,13 @@ reliability: install
 
 reliability-quick: install
 	$(BIN)/python -m bench.reliability --quick
+
+# Memory per request on a session of big messages (issue 16); the quick run fails past a bound (CI).
+memory: install
+	$(BIN)/python bench/memory.py
+
+memory-quick: install
+	$(BIN)/python bench/memory.py --quick --max-growth-mb 40
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -6,6 +6,9 @@ its own (a fresh interpreter with Django set up, logged in, one warm-up request 
 prints that process's peak RSS (getrusage of the child), its RSS before the request, the response's
 bytes and the time it took. A streamed response is read chunk by chunk and thrown away, as a client
 downloading it would. Nothing is timed against a limit: the figures are for the README's table.
+With --max-growth-mb N (CI runs `make memory-quick`, which gives 40) a request whose peak RSS grows
+more than N MB above its RSS before the request, or that does not answer 200, fails the run: before
+issue 16 the quick session's exports grew by about 180 MB.
 """
 
 import argparse
@@ -106,6 +109,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="60 messages instead of 300")
     parser.add_argument("--messages", type=int, help="messages in the session")
     parser.add_argument("--chars", type=int, default=1_000_000, help="characters per message (default 1,000,000)")
+    parser.add_argument("--max-growth-mb", type=float, help="fail when a request's peak RSS grows more than this")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--build", action="store_true", help=argparse.SUPPRESS)
@@ -136,6 +140,10 @@ def main() -> int:
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"{name:<18} {r['status']:>6} {r['bytes'] / 1e6:>9.1f} MB {'yes' if r['streamed'] else 'no':>8} "
                   f"{r['rss_before_mb']:>8.0f} MB {r['peak_rss_mb']:>6.0f} MB {r['seconds']:>6.1f}s")
+            growth = r["peak_rss_mb"] - r["rss_before_mb"]
+            if args.max_growth_mb is not None and (r["status"] != 200 or growth > args.max_growth_mb):
+                print(f"  FAILED: status {r['status']}, peak RSS grew {growth:.0f} MB (bound {args.max_growth_mb:.0f} MB)")
+                failed = True
     return 1 if failed else 0
 
 
