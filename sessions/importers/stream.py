@@ -9,8 +9,9 @@ again by their offsets (sessions.importers.claude_code.StreamedLog). The others 
 ctxweb exports, Responses items) need the whole file to pair their entries, so `open_stream` answers None
 and the runner reads them whole.
 
-The format is recognised from the first SAMPLE entries. A later entry of another format fails the file
-when it is read, with the reason, like every other format mismatch.
+The format is recognised from the first SAMPLE entries (or, when they are none of a known format, from the
+first Claude Code entry after them). A later entry of another format fails the file when it is read, with
+the reason, like every other format mismatch.
 """
 
 from collections.abc import Iterator
@@ -182,6 +183,13 @@ def _sample(file: BinaryIO, jsonl: bool, top: bytes) -> tuple[object, str | None
     raise TranscriptError("a JSON object needs a `messages` (or `traj`) list")
 
 
+def _claude_code_later(file: BinaryIO) -> bool:
+    """Whether a Claude Code entry comes after a first SAMPLE of other entries (file-history snapshots,
+    queue operations), as reading the file whole would find."""
+    file.seek(0)
+    return any(claude_code.looks_like([entry]) for entry in _lines(file))
+
+
 def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_prefix: str = "") -> StreamedFile | None:
     """The file as a stream of sessions, or None when its format is read whole (see the module's doc)."""
     if fmt not in FORMATS:
@@ -201,7 +209,12 @@ def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_pr
     if not sample:
         raise TranscriptError("the file is empty")
     if fmt == "auto":
-        fmt = detect(sample, jsonl)
+        try:
+            fmt = detect(sample, jsonl)
+        except TranscriptError:
+            if not (jsonl and _claude_code_later(file)):
+                raise
+            fmt = claude_code.FORMAT
         if fmt not in STREAMED_FORMATS or (fmt == claude_code.FORMAT and not jsonl):
             return None
     records = fmt != claude_code.FORMAT and isinstance(sample, list) and not _is_message(sample[0])

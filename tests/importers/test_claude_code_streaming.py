@@ -159,6 +159,22 @@ def test_the_claude_code_format_named_streams_too(project, settings, tmp_path, m
     assert streamed == report.keys == ["cc-tricky", "cc-tricky:agent-u06"]
 
 
+def test_a_log_whose_first_hundred_lines_are_no_messages_streams_too(project, other_project, settings, monkeypatch,
+                                                                    tmp_path):
+    """Claude Code writes file-history snapshots and queue operations between the messages; the format is
+    still recognised when the first lines the stream looks at are all such entries."""
+    path = tmp_path / "snapshots.jsonl"
+    snapshots = [{"type": "file-history-snapshot", "messageId": f"m{n}", "snapshot": {}} for n in range(150)]
+    path.write_bytes(jsonl(*snapshots, *tricky_log()))
+
+    streamed, whole = import_both_ways(project, other_project, settings, monkeypatch, [path])
+
+    assert streamed[0].error is None and streamed[0].format == "claude-code"
+    assert (streamed[0].keys, streamed[0].entries_skipped) == (whole[0].keys, whole[0].entries_skipped)
+    assert streamed[0].entries_skipped == 151
+    assert stored(project) == stored(other_project)
+
+
 def test_a_streamed_log_reports_its_progress_in_order(project, settings, tmp_path, monkeypatch):
     settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
     settings.CTXWEB_IMPORT_CHUNK_MESSAGES = 2
