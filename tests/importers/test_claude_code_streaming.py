@@ -175,6 +175,21 @@ def test_a_log_whose_first_hundred_lines_are_no_messages_streams_too(project, ot
     assert stored(project) == stored(other_project)
 
 
+def test_a_line_separator_inside_a_message_is_no_line_end_either_way(project, other_project, settings, monkeypatch,
+                                                                     tmp_path):
+    """Node's JSON.stringify leaves U+2028 and U+0085 unescaped inside strings; JSON Lines end at \\n only."""
+    path = tmp_path / "separators.jsonl"
+    log = tricky_log()
+    log[3] = user("u03", "u02", "Why does the login page crash?\u2028It says\x85 None.")
+    path.write_bytes("".join(json.dumps(entry, ensure_ascii=False) + "\r\n" for entry in log).encode())
+
+    streamed, whole = import_both_ways(project, other_project, settings, monkeypatch, [path])
+
+    assert streamed[0].error is None and whole[0].error is None
+    assert stored(project) == stored(other_project)
+    assert Message.objects.get(session__project=project, client_id="u03").text.endswith("\u2028It says\x85 None.")
+
+
 def test_a_streamed_log_reports_its_progress_in_order(project, settings, tmp_path, monkeypatch):
     settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
     settings.CTXWEB_IMPORT_CHUNK_MESSAGES = 2
