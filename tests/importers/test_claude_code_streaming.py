@@ -235,6 +235,23 @@ def test_a_claude_code_import_stopped_midway_is_completed_like_one_read_whole(pr
     assert stored(project) == stored(other_project)
 
 
+def test_importing_a_streamed_log_again_changes_nothing(project, settings, tmp_path):
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
+    settings.CTXWEB_IMPORT_CHUNK_MESSAGES = 4
+    path = claude_files(tmp_path)[-1]
+    with path.open("rb") as file:
+        assert open_stream(path, file, path.name).format == "claude-code"
+    assert import_path(project, path).error is None
+    before, rows = counts(project), list(Session.objects.order_by("pk").values())
+
+    again = import_path(project, path)
+
+    assert again.error is None and (again.messages, again.sessions_created, again.checkpoints) == (0, 0, 0)
+    assert again.duplicates == Message.objects.filter(session__project=project).count()
+    assert counts(project) == before  # no rows, no events
+    assert list(Session.objects.order_by("pk").values()) == rows
+
+
 def test_a_bad_line_near_the_end_fails_the_streamed_log_and_stores_nothing(project, settings, tmp_path):
     settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
     path = tmp_path / "mixed.jsonl"
