@@ -5,8 +5,11 @@ runner appends it, so the rules live in one place.
 """
 
 import hashlib
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from sessions.models import Role
 
@@ -46,6 +49,21 @@ class ImportedSession:
     # A metadata path and value shared by a conversation's sessions across files (a parent and its
     # sub-agents, told apart by metadata.sidechain): sessions.importers.links links them both ways.
     family: tuple[str, str] | None = None
+
+
+@dataclass
+class StreamedConversation:
+    """A conversation read as a stream: its session's fields, and its messages read as they are iterated.
+    `instructions` is known once the messages have been read (OpenAI's first system message). Between the
+    messages may come an ImportedCheckpoint: a compaction covering every message before it, made there."""
+
+    key: str
+    metadata: dict
+    title: str | None = None
+    instructions: str | None = None
+    system: object = None
+    messages: Iterator = field(default_factory=lambda: iter(()))
+    family: tuple[str, str] | None = None  # as ImportedSession.family
 
 
 @dataclass
@@ -125,3 +143,24 @@ def finish_content(parts: list[dict]):
     if not parts:
         return ""
     return parts
+
+
+def json_line(line: bytes, number: int, first: bool):
+    """One line of JSON Lines as its value; `number` names the line in an error, the `first` may start
+    with a byte order mark."""
+    try:
+        return json.loads(line.decode("utf-8-sig" if first else "utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"line {number} is not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(f"line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
+
+
+def numbered_lines(file: BinaryIO) -> Iterator[tuple[int, object]]:
+    """(byte offset, value) of each line of JSON Lines that is not blank, from where the file is, one line
+    in memory at a time (`json_line` at an offset reads that line again)."""
+    offset = file.tell()
+    for number, line in enumerate(file, start=1):
+        start, offset = offset, offset + len(line)
+        if line.strip():
+            yield start, json_line(line, number, start == 0)

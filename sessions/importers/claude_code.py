@@ -18,13 +18,36 @@
   model input).
 - Entries of other types (file-history snapshots, queue operations) are skipped; a line without a
   type, or a message that is not an Anthropic one, fails the file.
+
+`parse` reads a log whole. A log above CTXWEB_IMPORT_STREAM_ABOVE bytes is read as a stream (StreamedLog),
+giving the same sessions, messages and checkpoints: a first reading checks every line and keeps of each
+only its byte offset, its uuid and its API message id (to find threads and join split messages), never
+its content; each thread's messages are then made from its lines read again, with each checkpoint among
+them at the place the compaction happened.
 """
 
+import copy
+import hashlib
 import json
 import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import BinaryIO
 
 from .anthropic import AssistantMessage, user_messages
-from .base import ImportedCheckpoint, ImportedSession, Parsed, Source, TranscriptError, safe_key, text_of
+from .base import (
+    ImportedCheckpoint,
+    ImportedSession,
+    Parsed,
+    Source,
+    StreamedConversation,
+    TranscriptError,
+    json_line,
+    numbered_lines,
+    safe_key,
+    text_of,
+)
 
 FORMAT = "claude-code"
 ENTRY_TYPES = {"user", "assistant", "system"}
@@ -261,10 +284,318 @@ def _task_calls(main: Thread) -> dict[str, dict]:
     calls = {}
     for message in main.assistants.values():
         for call in message.tool_calls:
-            try:
-                arguments = json.loads(call["arguments"])
-            except (TypeError, ValueError):
-                continue
-            if isinstance(arguments, dict) and isinstance(arguments.get("prompt"), str):
-                calls.setdefault(arguments["prompt"], {"id": call["id"], "description": arguments.get("description")})
+            if found := _task_call(call):
+                calls.setdefault(*found)
     return calls
+
+
+# Reading a large log as a stream (sessions.importers.stream): the same sessions as `parse`, holding one
+# line's entry at a time. A first reading keeps, for each thread, its lines' numbers and the few facts its
+# session needs from the whole file (never a message's content); each thread's messages are then made by
+# reading its lines again, by their byte offsets.
+
+DIGEST_BYTES = 16
+
+
+def _digest(text: str) -> bytes:
+    """A prompt stands for itself by its digest: a Task call's prompt is matched with a thread's first text."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES).digest()
+
+
+def _task_call(call: dict) -> tuple[str, dict] | None:
+    """A tool call that starts a sub-agent (its arguments hold a `prompt`): the prompt, and the call."""
+    try:
+        arguments = json.loads(call["arguments"])
+    except (TypeError, ValueError):
+        return None
+    if isinstance(arguments, dict) and isinstance(arguments.get("prompt"), str):
+        return arguments["prompt"], {"id": call["id"], "description": arguments.get("description")}
+    return None
+
+
+class ThreadPlan:
+    """One thread as the first reading of a log finds it: which lines are its, and its session's facts."""
+
+    def __init__(self, root: str | None):
+        self.root = root
+        self.lines = array("q")  # the numbers of its lines (counted as `parse` counts them, from 1)
+        self.first: dict | None = None  # the REPEATED fields of its first line
+        self.has_messages = False
+        self.assistants: dict = {}  # message id -> the number of its first line, or of all its lines
+        self.call_ids: dict = {}  # the main thread's message id -> the ids of its tool calls so far
+        self.pending: int | None = None  # a compact_boundary line waiting for its summary line
+        self.boundaries: dict[int, int] = {}  # compact_boundary line -> the summary line that answered it
+        self.prompted = False
+        self.prompt: bytes | None = None  # the digest of the thread's first text (Thread.prompt)
+        self.first_text: str | None = None  # Thread.first_prompt: the first prompt typed...
+        self.first_command: str | None = None  # ...or else the first slash command
+
+    def first_prompt(self) -> str | None:
+        if self.first_text is not None:
+            return self.first_text
+        return _one_line(self.first_command) if self.first_command is not None else None
+
+    def note(self, messages: list[dict], entry: dict) -> None:
+        """The messages a non-assistant line makes (not yet kept): the thread's first text, its first prompt."""
+        if not self.prompted:
+            self.prompted = True
+            content = messages[0].get("content")
+            self.prompt = _digest(content) if isinstance(content, str) else None
+        if self.first_text is not None or entry.get("isMeta") or entry.get("isCompactSummary"):
+            return
+        for message in messages:
+            if message["role"] != "user":
+                continue
+            text = text_of(message["content"]).strip()
+            if text.startswith(NOT_PROMPTS):
+                continue
+            if command := COMMAND.search(text):
+                if self.first_command is None:
+                    arguments = COMMAND_ARGS.search(text)
+                    self.first_command = " ".join(part.group(1).strip() for part in (command, arguments) if part)
+            elif text:
+                self.first_text = _one_line(text)
+                return
+
+
+class StreamedLog:
+    """A Claude Code log read as a stream: `read` reads it once through (failing it as `parse` would), then
+    `sessions` gives the sessions `parse` gives, each made while its messages are iterated."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        self.offsets = array("q")  # each line's byte offset, by its number
+        self.skipped = 0
+        self.plans: list[tuple[StreamedConversation, ThreadPlan]] = []
+        self.repeated: dict = {}
+        self.size = 0  # the file's size
+        self.total = 0  # the bytes of the lines of its sessions' threads
+        self.done = 0  # of which read again since `sessions` began
+
+    def position(self) -> int:
+        """How far `sessions` has read, in bytes, as if it read the file in order."""
+        return self.size * self.done // self.total if self.total else self.size
+
+    def _length(self, line: int) -> int:
+        return (self.offsets[line] if line < len(self.offsets) else self.size) - self.offsets[line - 1]
+
+    def read(self, file: BinaryIO) -> None:
+        file.seek(0)
+        main = ThreadPlan(None)
+        sidechains: dict[str, ThreadPlan] = {}
+        thread_of: dict[str, ThreadPlan] = {}
+        summaries, summary_lines, skipped = [], 0, 0
+        tasks: dict[bytes, tuple] = {}  # prompt digest -> (where the call is, the call), the first kept
+        for line, (offset, entry) in enumerate(numbered_lines(file), start=1):
+            self.offsets.append(offset)
+            if not isinstance(entry, dict):
+                raise TranscriptError(f"line {line}: an entry must be a JSON object")
+            kind = entry.get("type")
+            if not isinstance(kind, str):
+                raise TranscriptError(f"line {line}: not a Claude Code entry (it has no type)")
+            if kind == "summary":
+                summary_lines += 1
+                if isinstance(entry.get("summary"), str) and isinstance(entry.get("leafUuid"), str):
+                    summaries.append((entry["leafUuid"], entry["summary"].strip()[:300]))
+                continue
+            if kind not in ENTRY_TYPES:
+                skipped += 1
+                continue
+            if entry.get("isSidechain"):
+                thread = thread_of.get(entry.get("parentUuid"))
+                if thread is None or thread is main:
+                    root = entry.get("uuid") or f"line-{line}"
+                    thread = sidechains[root] = ThreadPlan(root)
+            else:
+                thread = main
+            if entry.get("uuid"):
+                thread_of[entry["uuid"]] = thread
+            try:
+                self._scan(thread, entry, line, tasks if thread is main else None)
+            except TranscriptError as exc:
+                raise TranscriptError(str(exc) if str(exc).startswith("line ") else f"line {line}: {exc}") from None
+
+        self.size, self.skipped = file.tell(), skipped
+        main.call_ids = {}  # needed no more
+        if not thread_of and not main.has_messages and not sidechains:
+            if not summary_lines:
+                raise TranscriptError("no Claude Code entries (user, assistant, system or summary lines) found")
+            self.skipped = skipped + summary_lines
+            return
+        first = main.first if main.first is not None else next((t.first for t in sidechains.values()), None) or {}
+        claude = {k: first[k] for k in SESSION_FIELDS if k in first}
+        self.repeated = {k: first[k] for k in REPEATED if k in first}
+        own = [text for leaf, text in summaries if leaf in thread_of]
+        title = (own[-1] if own else None) or main.first_prompt()
+        del thread_of, summaries
+        source, main_key = self.source, self.source.key()
+        family = (FAMILY, claude["sessionId"]) if isinstance(claude.get("sessionId"), str) else None
+        if main.has_messages:
+            metadata = {"imported_from": source.provenance(FORMAT), "claude_code": claude}
+            self.plans.append((StreamedConversation(main_key, metadata, title, family=family), main))
+            parent = main_key
+        else:
+            session_id = claude.get("sessionId")
+            parent = source.key_prefix + safe_key(session_id) if session_id and safe_key(session_id) != source.stem else None
+        alone = not main.has_messages and len(sidechains) == 1
+        for root, thread in sidechains.items():
+            metadata = {"imported_from": source.provenance(FORMAT), "claude_code": claude, "sidechain": True}
+            if parent:
+                metadata["parent_session"] = parent
+            task = tasks.get(thread.prompt, (None, None))[1] if thread.prompt is not None else None
+            if task:
+                metadata["parent_tool_call_id"] = task["id"]
+            about = task["description"] if task and task.get("description") else thread.first_prompt()
+            key = main_key if alone else source.key(f"agent-{root}")
+            title = f"Sub-agent: {about}"[:300] if about else None
+            self.plans.append((StreamedConversation(key, metadata, title, family=family), thread))
+        if main.has_messages and sidechains:
+            self.plans[0][0].metadata["sidechains"] = sorted(session.key for session, _ in self.plans[1:])
+        self.total = sum(self._length(line) for _, thread in self.plans for line in thread.lines)
+
+    def _scan(self, thread: ThreadPlan, entry: dict, line: int, tasks: dict | None) -> None:
+        """Check one line as Thread.add would, keeping only what the thread's session needs."""
+        thread.lines.append(line)
+        if thread.first is None:
+            thread.first = {k: entry[k] for k in REPEATED if k in entry}
+        kind = entry["type"]
+        uuid = entry.get("uuid") or f"line-{line}"
+        if kind == "system":
+            if entry.get("subtype") == "compact_boundary":
+                thread.pending = line
+                return
+            thread.has_messages = True
+            thread.note([{"role": "system", "content": text_of(entry.get("content"))}], entry)
+            return
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            raise TranscriptError(f"line {line}: a {kind} entry needs a message object")
+        if message.get("role") != kind:
+            raise TranscriptError(f"line {line}: a {kind} entry holds a message of role {message.get('role')!r}")
+        thread.has_messages = True
+        if kind == "assistant":
+            message_id = message.get("id") or uuid
+            lines = thread.assistants.get(message_id)
+            if lines is None:
+                thread.assistants[message_id] = lines = line
+            elif isinstance(lines, int):
+                thread.assistants[message_id] = array("q", (lines, line))
+            else:
+                lines.append(line)
+            probe = AssistantMessage(message_id, {})
+            probe.add(message.get("content", ""))
+            if tasks is not None and probe.tool_calls:
+                self._task_calls(thread, message_id, probe.tool_calls, line, tasks)
+            return
+        if entry.get("isCompactSummary"):
+            if thread.pending is not None:
+                thread.boundaries[thread.pending] = line
+                thread.pending = None
+            thread.note([{"role": "user", "content": text_of(message.get("content"))}], entry)
+            return
+        thread.note(user_messages(message.get("content", ""), uuid, {}), entry)
+
+    @staticmethod
+    def _task_calls(main: ThreadPlan, message_id, calls: list[dict], line: int, tasks: dict) -> None:
+        """The Task calls of a main-thread line, kept by prompt as `_task_calls` keeps them: the first in
+        the order of the joined messages (a message's place is its first line's)."""
+        lines = main.assistants[message_id]
+        first = lines if isinstance(lines, int) else lines[0]
+        known = main.call_ids.setdefault(message_id, [])
+        for index, call in enumerate(calls):
+            if any(seen == call["id"] for seen in known):
+                continue  # the same block logged twice
+            known.append(call["id"])
+            found = _task_call(call)
+            if found is None:
+                continue
+            digest, where = _digest(found[0]), (first, line, index)
+            if digest not in tasks or where < tasks[digest][0]:
+                tasks[digest] = (where, found[1])
+
+    def sessions(self, file: BinaryIO) -> Iterator[StreamedConversation]:
+        self.done = 0
+        for streamed, thread in self.plans:
+            conversation = replace(streamed, metadata=copy.deepcopy(streamed.metadata))
+            conversation.messages = self._messages(file, thread)
+            yield conversation
+
+    def _entry(self, file: BinaryIO, line: int) -> dict:
+        offset = self.offsets[line - 1]
+        file.seek(offset)
+        return json_line(file.readline(), line, offset == 0)
+
+    def _messages(self, file: BinaryIO, thread: ThreadPlan) -> Iterator[dict | ImportedCheckpoint]:
+        """The thread's messages as Thread makes them, with each checkpoint where store_session makes it:
+        after the last message it covers."""
+        count, covered = 0, 0
+        answered: dict[int, tuple] = {}  # summary line -> (its boundary's compactMetadata, checkpoint made)
+        for line in thread.lines:
+            entry = self._entry(file, line)
+            self.done += self._length(line)
+            kind, uuid, stamp = entry["type"], entry.get("uuid") or f"line-{line}", entry.get("timestamp")
+            if kind == "system" and entry.get("subtype") == "compact_boundary":
+                summary = None
+                if line in thread.boundaries:
+                    answer = thread.boundaries[line]
+                    summary = text_of(self._entry(file, answer)["message"].get("content"))
+                    made = count > covered and bool(summary.strip())
+                    answered[answer] = (entry.get("compactMetadata"), made)
+                elif line == thread.pending:  # never answered: Thread.finish makes its checkpoint
+                    made = count > covered
+                    summary = text_of(entry.get("content")) or "Conversation compacted (no summary was logged)."
+                else:
+                    made = False  # another boundary came before its summary line
+                if made:
+                    covered = count
+                    yield ImportedCheckpoint(last=count, at=count, summary=summary, summarizer=SUMMARIZER,
+                                             created_at=stamp)
+                continue
+            attributes = _attributes(entry)
+            if kind == "system":
+                messages = [{"id": uuid, "role": "system", "content": text_of(entry.get("content")),
+                             "attributes": attributes}]
+            elif kind == "assistant":
+                message = entry["message"]
+                message_id = message.get("id") or uuid
+                lines = thread.assistants[message_id]
+                if line != (lines if isinstance(lines, int) else lines[0]):
+                    continue  # joined into the message of its first line
+                assistant = AssistantMessage(message_id, attributes)
+                assistant.add(message.get("content", ""))
+                for later in () if isinstance(lines, int) else lines[1:]:
+                    other = self._entry(file, later)
+                    assistant.attributes.setdefault("merged_uuids", []).append(other.get("uuid") or f"line-{later}")
+                    assistant.add(other["message"].get("content", ""))
+                if stamp:
+                    assistant.created_at = stamp
+                messages = [assistant.message()]
+            elif entry.get("isCompactSummary"):
+                summary = text_of(entry["message"].get("content"))
+                message = {"id": uuid, "role": "user", "content": summary, "attributes": attributes}
+                if line in answered:
+                    metadata, made = answered.pop(line)
+                    message["attributes"]["compactMetadata"] = metadata
+                else:
+                    made = count > covered and bool(summary.strip())
+                    if made:
+                        covered = count
+                        yield ImportedCheckpoint(last=count, at=count, summary=summary, summarizer=SUMMARIZER,
+                                                 created_at=stamp)
+                if made:
+                    message["include_in_messages"] = False
+                    message["attributes"]["not_sent_reason"] = SUMMARY_NOT_SENT
+                messages = [message]
+            else:
+                if entry.get("isMeta"):
+                    attributes["hidden_in_source_ui"] = True
+                messages = user_messages(entry["message"].get("content", ""), uuid, attributes)
+            for message in messages:
+                if stamp and kind != "assistant":
+                    message["created_at"] = stamp
+                attributes = message.get("attributes") or {}
+                for name, value in self.repeated.items():
+                    if name in attributes and attributes[name] == value:
+                        del attributes[name]
+                count += 1
+                yield message

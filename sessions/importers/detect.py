@@ -42,7 +42,9 @@ def load(name: str, data: bytes) -> tuple[object, bool]:
         except json.JSONDecodeError as exc:
             json_error = TranscriptError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
     values = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: a JSON string may hold U+2028 or U+0085 unescaped (Node's JSON.stringify
+    # writes them so), which str.splitlines would take for line ends.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

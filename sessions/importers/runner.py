@@ -4,10 +4,11 @@ create_imported_checkpoint for compactions found in the source, at the place the
 
 A file up to CTXWEB_IMPORT_STREAM_ABOVE bytes (or of a format that must be read whole) is imported in one
 transaction: a file that fails stores nothing, and the others still import. A larger file in a chat format
-is read as a stream (sessions.importers.stream), checked whole first so a bad file stores nothing, then
-stored a session per transaction (a file of records) or a chunk of messages per transaction (one long
-conversation, hidden until its last chunk is stored); an import stopped midway leaves whole sessions or
-nothing of a session, and running it again completes it.
+or a Claude Code log is read as a stream (sessions.importers.stream), checked whole first so a bad file
+stores nothing, then stored a session per transaction (a file of records) or a chunk of messages per
+transaction (one long conversation, or each thread of a Claude Code log, hidden until its last chunk is
+stored); an import stopped midway leaves whole sessions or nothing of a session, and running it again
+completes it.
 
 An import never changes a session the application writes to (session_store.check_import_target): it
 creates sessions, or resumes those it created from the same file. Automatic compaction does not run on imported history. A session's dates are its messages'
@@ -33,7 +34,7 @@ from sessions.models import Project, Session
 from sessions.session_store import update_session
 from sessions.validation import image_parts
 
-from .base import ImportedSession, TranscriptError
+from .base import ImportedCheckpoint, ImportedSession, TranscriptError
 from .detect import parse_transcript
 from .links import link_relatives, with_links
 from .stream import StreamedConversation, StreamedFile, open_stream
@@ -267,8 +268,10 @@ def store_streamed(project: Project, streamed: StreamedConversation, instruction
     what a stopped one began). A session it creates is hidden (Session.being_imported) until every chunk
     is stored, so a stopped import leaves nothing of it to see, and the re-run shows it whole. Its
     instructions, found by the check, are set first: set after the messages, they would lay out the whole
-    model input again."""
-    fields = {"title": streamed.title, "metadata": streamed.metadata, "instructions": instructions}
+    model input again. As store_session does: its links and dates, and each checkpoint among the messages
+    made once the messages before it are stored (so its figures are those of that moment)."""
+    imported = ImportedSession(streamed.key, metadata=streamed.metadata, family=streamed.family)
+    fields = {"title": streamed.title, "metadata": with_links(project, imported), "instructions": instructions}
     try:
         with transaction.atomic():
             session, created = update_session(
@@ -279,13 +282,59 @@ def store_streamed(project: Project, streamed: StreamedConversation, instruction
                 Session.objects.filter(pk=session.pk).update(being_imported=True)
     except DomainError as exc:
         raise _about(streamed.key, exc) from exc
+    new = created or session.being_imported  # made by this import, or by a run of it that was stopped
+    active_before, stored_before = session.last_activity_at, report.messages
     report.sessions_created += created
     report.keys.append(streamed.key)
     batch = min(settings.CTXWEB_IMPORT_CHUNK_MESSAGES, settings.CTXWEB_MAX_BATCH_MESSAGES)
-    for chunk in _chunks(streamed.messages, batch):
-        append_chunk(project, streamed.key, chunk, actor, report, source=source)
-        progress()
+    cap = settings.CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST  # image parts per chunk, as _chunks keeps them
+    chunk, images, count, last_seq, first, last = [], 0, 0, None, None, None
+
+    def flush():
+        nonlocal chunk, images, last_seq
+        if chunk:
+            last_seq = append_chunk(project, streamed.key, chunk, actor, report, source=source)[-1]
+            chunk, images = [], 0
+            progress()
+
+    for item in streamed.messages:
+        if isinstance(item, ImportedCheckpoint):
+            flush()
+            _store_checkpoint(session, item, count, last_seq, actor, report)
+            continue
+        parts = image_parts(item.get("content")) if isinstance(item, dict) else 0
+        if chunk and images + parts > cap:
+            flush()
+        chunk.append(item)
+        images += parts
+        count += 1
+        if isinstance(item, dict) and (stamp := _datetime(item.get("created_at"))):
+            first, last = min(first or stamp, stamp), max(last or stamp, stamp)
+        if len(chunk) >= batch:
+            flush()
+    flush()
+    if new and first:
+        Session.objects.filter(pk=session.pk).update(created_at=first)
+    if last and report.messages > stored_before:
+        Session.objects.filter(pk=session.pk).update(last_activity_at=last if new else max(last, active_before))
+    link_relatives(project, imported, actor)
     Session.objects.filter(pk=session.pk, being_imported=True).update(being_imported=False)
+
+
+def _store_checkpoint(session: Session, checkpoint: ImportedCheckpoint, count: int, last_seq: int | None,
+                      actor: str, report: FileReport) -> None:
+    """A checkpoint of a streamed conversation, covering the `count` messages stored before it."""
+    if not checkpoint.last == (checkpoint.at or checkpoint.last) == count or last_seq is None:
+        raise TranscriptError(f"session {session.key}: a checkpoint covering {checkpoint.last} message(s) "
+                              f"does not cover the {count} message(s) before it")
+    try:
+        _, new = create_imported_checkpoint(
+            session, last_seq, checkpoint.summary, actor, created_at_seq=last_seq,
+            summarizer=checkpoint.summarizer, trigger=checkpoint.trigger, created_at=_datetime(checkpoint.created_at),
+        )
+    except DomainError as exc:
+        raise DomainError(f"session {session.key}: {exc.detail}", code=exc.code) from exc
+    report.checkpoints += new
 
 
 def store_record(project: Project, imported: ImportedSession, actor: str, report: FileReport, source: str) -> None:
@@ -327,7 +376,7 @@ def _check(stream: StreamedFile, file, on_progress: Progress | None, report: Fil
             continue
         for _ in session.messages:
             if on_progress and time.monotonic() - last > PROGRESS_EVERY:
-                on_progress(report, file.tell(), 0)
+                on_progress(report, stream.position(file), 0)
                 last = time.monotonic()
         instructions.append(session.instructions)
     return instructions
@@ -340,13 +389,13 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
     report = FileReport(name, stream.format)
     try:
         instructions = iter(_check(stream, file, on_progress, report))
-        size = file.tell()
+        size = stream.position(file)
         if on_progress:
             on_progress(report, size, 0)
         for session in stream.sessions(file):
             def progress():
                 if on_progress:
-                    on_progress(report, size, file.tell())
+                    on_progress(report, size, stream.position(file))
 
             if isinstance(session, StreamedConversation):
                 store_streamed(project, session, next(instructions), actor, report, progress, source_of(name))
@@ -356,6 +405,7 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
     except Exception as exc:  # what was stored before the failure stays, and the report counts it
         report.error = _failed(name, report.format, exc).error
         return report
+    report.entries_skipped = stream.skipped
     if on_progress:
         on_progress(report, size, size)
     return report
@@ -364,8 +414,8 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
 def import_path(project: Project, path: Path, *, name: str | None = None, fmt: str = "auto",
                 key_prefix: str = "", actor: str = "import", on_progress: Progress | None = None) -> FileReport:
     """Import a transcript file from disk: the path shared by `manage.py import_transcripts` and the
-    dashboard's import jobs. Files above CTXWEB_IMPORT_STREAM_ABOVE bytes in a chat format stream; the
-    others are read whole."""
+    dashboard's import jobs. Files above CTXWEB_IMPORT_STREAM_ABOVE bytes in a chat format, and Claude Code
+    logs, stream; the others are read whole."""
     name = name or path.name
     try:
         with path.open("rb") as file:

@@ -3,42 +3,32 @@
 JSON Lines are read line by line; a JSON document with ijson, item by item. What is held at once is one
 message (a file that is one conversation: a message list, JSON Lines of messages, an object with
 `messages`), or one record (a file of records, one session each). The chat formats (OpenAI Chat
-Completions, Anthropic Messages) stream; the others (Claude Code logs, SWE-agent trajectories, ctxweb
-exports, Responses items) need the whole file to pair their entries, so `open_stream` answers None and the
-runner reads them whole.
+Completions, Anthropic Messages) stream, and so do Claude Code logs written as JSON Lines: a first reading
+keeps of each line only its place and a few ids, then each thread's session is made from its lines read
+again by their offsets (sessions.importers.claude_code.StreamedLog). The others (SWE-agent trajectories,
+ctxweb exports, Responses items) need the whole file to pair their entries, so `open_stream` answers None
+and the runner reads them whole.
 
-The format is recognised from the first SAMPLE entries. A later entry of another format fails the file
-when it is read, with the reason, like every other format mismatch.
+The format is recognised from the first SAMPLE entries (or, when they are none of a known format, from the
+first Claude Code entry after them). A later entry of another format fails the file when it is read, with
+the reason, like every other format mismatch.
 """
 
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
 import ijson
 
-from . import anthropic, openai
-from .base import ImportedSession, Source, TranscriptError, text_of
+from . import anthropic, claude_code, openai
+from .base import ImportedSession, Source, StreamedConversation, TranscriptError, numbered_lines, text_of
 from .detect import FORMATS, MESSAGE_LISTS, _is_message, chat_session, detect, record_conversation
 
 SAMPLE = 100
 CHAT_FORMATS = (openai.FORMAT, anthropic.FORMAT)
-
-
-@dataclass
-class StreamedConversation:
-    """A file that is one conversation: its session's fields, and its messages read as they are iterated.
-    `instructions` is known once the messages have been read (OpenAI's first system message)."""
-
-    key: str
-    metadata: dict
-    title: str | None = None
-    instructions: str | None = None
-    system: object = None
-    messages: Iterator[dict] = field(default_factory=lambda: iter(()))
+STREAMED_FORMATS = (*CHAT_FORMATS, claude_code.FORMAT)
 
 
 @dataclass
@@ -49,11 +39,29 @@ class StreamedFile:
     jsonl: bool
     records: bool  # a file of records, one session each; otherwise one conversation
     list_name: str | None = None  # the object's message list, for a JSON object
+    log: claude_code.StreamedLog | None = None  # a Claude Code log, once read through
+
+    @property
+    def skipped(self) -> int:
+        """Entries that carry no message (of a Claude Code log, once its sessions were read)."""
+        return self.log.skipped if self.log else 0
+
+    def position(self, file: BinaryIO) -> int:
+        """How far the reading is, in bytes: a Claude Code log is read thread by thread, not in order."""
+        return self.log.position() if self.log else file.tell()
 
     def sessions(self, file: BinaryIO) -> Iterator[ImportedSession | StreamedConversation]:
         """The file's sessions, from its start: whole ImportedSessions for records, a StreamedConversation
-        (read while its messages are iterated) for a file of one conversation."""
+        (read while its messages are iterated) for a file of one conversation or for each thread of a
+        Claude Code log (which is read through once first)."""
         file.seek(0)
+        if self.format == claude_code.FORMAT:
+            if self.log is None:
+                log = claude_code.StreamedLog(self.source)
+                log.read(file)
+                self.log = log
+            yield from self.log.sessions(file)
+            return
         values = _lines(file) if self.jsonl else ijson.items(file, "item", use_float=True)
         if self.records:
             for number, item in enumerate(values):
@@ -92,15 +100,8 @@ class StreamedFile:
 
 
 def _lines(file: BinaryIO) -> Iterator:
-    for number, line in enumerate(file, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
-        except UnicodeDecodeError as exc:
-            raise TranscriptError(f"line {number} is not UTF-8 text ({exc.reason})") from None
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(f"line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
+    for _, value in numbered_lines(file):
+        yield value
 
 
 def _is_jsonl(name: str, file: BinaryIO) -> bool:
@@ -182,13 +183,22 @@ def _sample(file: BinaryIO, jsonl: bool, top: bytes) -> tuple[object, str | None
     raise TranscriptError("a JSON object needs a `messages` (or `traj`) list")
 
 
+def _claude_code_later(file: BinaryIO) -> bool:
+    """Whether a Claude Code entry comes after a first SAMPLE of other entries (file-history snapshots,
+    queue operations), as reading the file whole would find."""
+    file.seek(0)
+    return any(claude_code.looks_like([entry]) for entry in _lines(file))
+
+
 def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_prefix: str = "") -> StreamedFile | None:
     """The file as a stream of sessions, or None when its format is read whole (see the module's doc)."""
     if fmt not in FORMATS:
         raise TranscriptError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    if fmt != "auto" and fmt not in CHAT_FORMATS:
+    if fmt != "auto" and fmt not in STREAMED_FORMATS:
         return None
     jsonl = _is_jsonl(name, file)
+    if fmt == claude_code.FORMAT and not jsonl:
+        return None  # a Claude Code log streams as JSON Lines only
     top = _first_char(file)
     if not jsonl and top not in (b"[", b"{"):
         raise TranscriptError("not valid JSON: expected a list or an object")
@@ -199,8 +209,13 @@ def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_pr
     if not sample:
         raise TranscriptError("the file is empty")
     if fmt == "auto":
-        fmt = detect(sample, jsonl)
-        if fmt not in CHAT_FORMATS:
+        try:
+            fmt = detect(sample, jsonl)
+        except TranscriptError:
+            if not (jsonl and _claude_code_later(file)):
+                raise
+            fmt = claude_code.FORMAT
+        if fmt not in STREAMED_FORMATS or (fmt == claude_code.FORMAT and not jsonl):
             return None
-    records = isinstance(sample, list) and not _is_message(sample[0])
+    records = fmt != claude_code.FORMAT and isinstance(sample, list) and not _is_message(sample[0])
     return StreamedFile(path, Source.for_file(name, key_prefix), fmt, jsonl, records, list_name)
