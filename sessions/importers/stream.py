@@ -206,6 +206,10 @@ def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_pr
         sample, list_name = _sample(file, jsonl, top)
     except ijson.JSONError as exc:
         raise TranscriptError(f"not valid JSON: {exc}") from None
+    except TranscriptError:
+        if top == b"{" and not jsonl:
+            return None  # an object without a message list (a SWE-agent trajectory, a Responses body)
+        raise
     if not sample:
         raise TranscriptError("the file is empty")
     if fmt == "auto":

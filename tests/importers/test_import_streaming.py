@@ -4,6 +4,7 @@ again (client ids make the re-run store nothing twice)."""
 
 import json
 import tracemalloc
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -19,6 +20,9 @@ from sessions.models import ImportJob, Membership, Message, Project, Session
 from sessions.search import SearchFilters, search_messages
 from sessions.session_store import get_session
 from tests.importers.conftest import client_for, counts
+
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
 
 
 @pytest.fixture(autouse=True)
@@ -234,3 +238,23 @@ def test_a_file_of_records_stopped_midway_leaves_whole_sessions_or_nothing_of_on
     again = import_path(project, path)
     assert again.error is None and (again.messages, again.duplicates) == (240, 120)
     assert sorted(Session.objects.filter(project=project).values_list("message_count", flat=True)) == [120] * 3
+
+
+def test_large_files_of_the_formats_read_whole_still_import(project, other_project, tmp_path, settings):
+    """Above the streaming threshold, a SWE-agent trajectory (an object with `history`) and a Responses
+    request body (an object with `input`) are read whole, as below it (they failed with 'a JSON object
+    needs a `messages` (or `traj`) list')."""
+    traj = DATA / "swe-agent" / "function_calling_simple.traj"
+    body = {"model": "gpt-4.1", "instructions": "Be brief.", "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "18 C, cloudy"}]}
+    files = [traj, write(tmp_path, "responses.json", json.dumps(body).encode())]
+
+    streamed = [import_path(project, path) for path in files]
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 10**9
+    whole = [import_path(other_project, path) for path in files]
+
+    assert [r.error for r in streamed] == [None, None]
+    assert [(r.format, r.messages, r.tool_calls) for r in streamed] == [(r.format, r.messages, r.tool_calls) for r in whole]
+    assert streamed[1].format == "openai-responses" and streamed[1].tool_calls == 1
