@@ -3,9 +3,9 @@ checks access through sessions.access; the work is done by the domain modules.""
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -253,7 +253,7 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
 def toggle_include(request: HttpRequest, project: str, key: str, seq: int) -> HttpResponse:
     session = access.get_session_for(request.user, project, key, "edit_messages")
     if request.POST.get("include") not in ("0", "1"):
-        return HttpResponseBadRequest("include must be 0 or 1")
+        raise BadRequest("Say include=0 (hide the message from the model input) or include=1 (include it).")
     include = request.POST.get("include") == "1"
     try:
         update_message(session.project, session.key, seq, {"include_in_messages": include}, actor(request))
