@@ -104,7 +104,9 @@ def _as_of(request, session):
 def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
-    target = _int(request.GET.get("seq"), maximum=session.message_count)
+    target = _int(request.GET.get("seq"), minimum=1, maximum=session.message_count)
+    asked = (request.GET.get("seq") or "").strip()
+    missing_seq = asked if asked and target is None else ""
     # "As of" opens the raw log where that input ended, unless a message was asked for.
     view = session_view(session, as_of=as_of, around=target if target is not None else as_of)
     events, more_events = newest_events(session)
@@ -116,6 +118,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "as_of": as_of,
         "as_of_checkpoint": _int(request.GET.get("as_of_checkpoint")),
         "target": target,
+        "missing_seq": missing_seq,
         "events": events,
         "more_events": more_events,
         **view,
