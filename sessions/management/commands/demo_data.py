@@ -19,7 +19,11 @@ DEMO_USERS = {
 class Command(BaseCommand):
     help = "Create the demo sessions and demo logins (safe to run again: it creates nothing twice)."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000/",
+                            help="where the server will be, for the banner (make run passes HOST and PORT)")
+
+    def handle(self, *args, url, **options):
         created = load_demo(self.stdout)
         if not created:
             self.stdout.write("Demo data is already loaded.")
@@ -32,7 +36,7 @@ class Command(BaseCommand):
                 if Project.objects.filter(name=project).exists():
                     set_member(Project.objects.get(name=project), username, role)
         self.stdout.write(self.style.SUCCESS(
-            "\nctxweb is starting on http://127.0.0.1:8000/\n"
+            f"\nctxweb is starting on {url}\n"
             f"  Log in as admin / {DEMO_PASSWORD}   (superuser: everything, API keys, members)\n"
             f"         or viewer / {DEMO_PASSWORD}  (support staff: read, search, notes, exports)\n"
             f"         or editor / {DEMO_PASSWORD}  (also compact and hide messages)\n"
