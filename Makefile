@@ -7,15 +7,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see README).
 export DEBUG ?= 1
+# Where `make run` serves: make run HOST=0.0.0.0 PORT=8100
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
-.PHONY: run worker test install migrate demo lint bench bench-quick reliability reliability-quick memory memory-quick clean
+.PHONY: run check-port worker test install migrate demo lint bench bench-quick reliability reliability-quick memory memory-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -25,13 +28,23 @@ migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
 demo: migrate
-	$(BIN)/python manage.py demo_data
+	$(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
+
+# Is something already listening on HOST:PORT? Checked first, with the system python3, so a busy port
+# is said before the install, the migrations and the demo data, not after them.
+check-port:
+	@$(PYTHON) -c 'import socket, sys; host = "127.0.0.1" if sys.argv[1] in ("", "0.0.0.0") else sys.argv[1]; \
+	s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET); s.settimeout(1); \
+	sys.exit(3 if s.connect_ex((host, int(sys.argv[2]))) == 0 else 0)' '$(HOST)' '$(PORT)' 2>/dev/null; \
+	status=$$?; \
+	if [ $$status -eq 3 ]; then echo "port $(PORT) is in use; run make run PORT=$$(( $(PORT) + 1 ))" >&2; exit 1; \
+	elif [ $$status -ne 0 ]; then echo "HOST=$(HOST) PORT=$(PORT) is not an address to serve on (PORT is a number, e.g. 8000)" >&2; exit 1; fi
 
 # The background worker (compaction runs, imports) runs beside the server and stops with it.
-run: demo
+run: check-port demo
 	$(BIN)/python manage.py compaction_worker --no-reload & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # Only the worker, for a server started some other way (README, "Background worker").
 worker: migrate

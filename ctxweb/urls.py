@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path, re_path
 
-from sessions import login_views
+from sessions import error_pages, login_views
 
 from .api import api
 
@@ -22,3 +22,9 @@ urlpatterns = [
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
     path("", include("sessions.urls")),
 ]
+
+# With DEBUG off: the site's pages for errors (JSON under /api/), see sessions/error_pages.py.
+handler400 = error_pages.bad_request
+handler403 = error_pages.permission_denied
+handler404 = error_pages.page_not_found
+handler500 = error_pages.server_error

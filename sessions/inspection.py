@@ -263,9 +263,10 @@ class CompactionDiff:
 
 
 def compaction_diff(session: Session, checkpoint: Checkpoint, limit: int = DIFF_WINDOW) -> CompactionDiff:
-    left = list(
-        for_page(session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq)).order_by("seq")[:limit]
-    )
+    # System messages in the range are instructions: they never leave the input, so they are not listed.
+    covered = session.messages.filter(seq__gte=checkpoint.first_seq, seq__lte=checkpoint.last_seq).exclude(
+        role=Role.SYSTEM)
+    left = list(for_page(covered).order_by("seq")[:limit])
     stayed = visible_messages(session, checkpoint.last_seq, as_of=checkpoint.created_at_seq)
     shown = list(for_page(stayed)[:limit])
     previous = checkpoint.previous
@@ -275,7 +276,7 @@ def compaction_diff(session: Session, checkpoint: Checkpoint, limit: int = DIFF_
         summary_text=summary_message_text(checkpoint.summary, checkpoint.last_seq),
         previous_text=summary_message_text(previous.summary, previous.last_seq) if previous else "",
         left=left,
-        left_more=checkpoint.last_seq - checkpoint.first_seq + 1 - len(left),
+        left_more=covered.count() - len(left) if len(left) == limit else 0,
         stayed=shown,
         stayed_more=stayed.count() - len(shown) if len(shown) == limit else 0,
         event=Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED,

@@ -134,7 +134,9 @@ def extractive(previous_summary: str, messages: list[Message], budget: int) -> s
     while keep > 2:
         keep = max(keep * 3 // 4, 2)
         front = keep // 2
-        shown = lines[:front] + [f"… {len(lines) - keep} lines left out …"] + lines[len(lines) - (keep - front):]
+        left_out = len(lines) - keep
+        shown = (lines[:front] + [f"… {left_out} line{'' if left_out == 1 else 's'} left out …"]
+                 + lines[len(lines) - (keep - front):])
         text = "\n".join(shown)
         if count_text(text) <= budget:
             break

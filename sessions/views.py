@@ -3,9 +3,9 @@ checks access through sessions.access; the work is done by the domain modules.""
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
@@ -106,7 +106,9 @@ def _as_of(request, session):
 def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
-    target = _int(request.GET.get("seq"), maximum=session.message_count)
+    target = _int(request.GET.get("seq"), minimum=1, maximum=session.message_count)
+    asked = (request.GET.get("seq") or "").strip()
+    missing_seq = asked if asked and target is None else ""
     # "As of" opens the raw log where that input ended, unless a message was asked for.
     view = session_view(session, as_of=as_of, around=target if target is not None else as_of)
     events, more_events = newest_events(session)
@@ -118,6 +120,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "as_of": as_of,
         "as_of_checkpoint": _int(request.GET.get("as_of_checkpoint")),
         "target": target,
+        "missing_seq": missing_seq,
         "events": events,
         "more_events": more_events,
         **view,
@@ -274,7 +277,7 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
 def toggle_include(request: HttpRequest, project: str, key: str, seq: int) -> HttpResponse:
     session = access.get_session_for(request.user, project, key, "edit_messages")
     if request.POST.get("include") not in ("0", "1"):
-        return HttpResponseBadRequest("include must be 0 or 1")
+        raise BadRequest("Say include=0 (hide the message from the model input) or include=1 (include it).")
     include = request.POST.get("include") == "1"
     try:
         update_message(session.project, session.key, seq, {"include_in_messages": include}, actor(request))

@@ -8,10 +8,12 @@
     return [parseInt(parts[0], 10), parseInt(parts[1], 10)];
   }
 
+  // System messages (instructions) are never covered by a checkpoint, even inside its range.
   function highlightRange(lo, hi, on) {
     document.querySelectorAll(".raw-log .msg[data-seq]").forEach(function (msg) {
       var seq = parseInt(msg.getAttribute("data-seq"), 10);
-      msg.classList.toggle("highlight", on && seq >= lo && seq <= hi);
+      var covered = seq >= lo && seq <= hi && !msg.classList.contains("role-system");
+      msg.classList.toggle("highlight", on && covered);
     });
   }
 

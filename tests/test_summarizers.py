@@ -100,6 +100,22 @@ def test_extractive_stays_within_its_budget(append, longest_conversation, budget
     assert count_text(summary) <= budget, f"{label}: {count_text(summary)} tokens for a budget of {budget}"
 
 
+def test_extractive_says_one_line_left_out_in_the_singular():
+    # Three lines that cannot fit: the start and the end are kept and the one in between is left out.
+    summary = extractive("First line.\nSecond line.\nThird line.", [], budget=1)
+
+    assert summary.splitlines() == ["First line.", "… 1 line left out …", "Third line."]
+
+
+def test_extractive_says_lines_left_out_in_the_plural():
+    previous = "\n".join(f"Line {n} of the earlier summary." for n in range(1, 21))
+
+    summary = extractive(previous, [], budget=1)
+
+    assert re.search(r"… (\d+) lines left out …", summary)
+    assert int(re.search(r"… (\d+) lines left out …", summary).group(1)) > 1
+
+
 # --- openai --------------------------------------------------------------------------------------
 
 

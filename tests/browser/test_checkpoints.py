@@ -35,8 +35,10 @@ def highlighted(locator) -> list[str]:
     return locator.evaluate(HIGHLIGHTED_JS)
 
 
-def expected(seqs, lo, hi) -> list[str]:
-    return sorted(["hovered"] + [f"m{s}" for s in seqs if lo <= s <= hi])
+def expected(seqs, lo, hi, system=()) -> list[str]:
+    """The hovered element and the raw messages lo..hi, but not system messages: instructions are
+    never covered, even inside a checkpoint's range."""
+    return sorted(["hovered"] + [f"m{s}" for s in seqs if lo <= s <= hi and s not in system])
 
 
 def test_checkpoint_hover_highlights_exactly_the_covered_range(live_server, login, page, airline, shot):
@@ -50,6 +52,8 @@ def test_checkpoint_hover_highlights_exactly_the_covered_range(live_server, logi
     assert len(checkpoints) == 2
     seqs = raw_seqs(page)
     assert seqs == list(range(1, airline.message_count + 1)), "the small demo session should be on one page"
+    system = set(airline.messages.filter(role="system").values_list("seq", flat=True))
+    assert system and min(system) <= checkpoints[0].last_seq, "the demo stores a system message in the first range"
     expect(page.locator(".checkpoints [data-covers]")).to_have_count(2)
     expect(page.locator(".chart-box")).not_to_contain_text("Loading")  # the chart fragment arrived
     shot(page, "session-checkpoints", full_page=True)
@@ -61,7 +65,8 @@ def test_checkpoint_hover_highlights_exactly_the_covered_range(live_server, logi
     assert (lo, hi) == (1, checkpoints[-1].last_seq)
     assert not highlighted(summary)
     summary.hover()
-    assert sorted(highlighted(summary)) == expected(seqs, 1, hi)
+    assert sorted(highlighted(summary)) == expected(seqs, 1, hi, system)
+    assert not any(f"m{s}" in highlighted(summary) for s in system)
     shot(page, "checkpoint-range-highlighted")
 
     # 2. Each checkpoint of the Checkpoints list highlights exactly its own range.
@@ -69,7 +74,7 @@ def test_checkpoint_hover_highlights_exactly_the_covered_range(live_server, logi
         item = page.locator(".checkpoints [data-covers]").nth(index)
         assert covers(item) == (checkpoint.first_seq, checkpoint.last_seq)
         item.hover()
-        assert sorted(highlighted(item)) == expected(seqs, checkpoint.first_seq, checkpoint.last_seq), (
+        assert sorted(highlighted(item)) == expected(seqs, checkpoint.first_seq, checkpoint.last_seq, system), (
             f"hovering checkpoint {checkpoint.pk} (#{checkpoint.first_seq}-#{checkpoint.last_seq})")
     shot(page, "checkpoint-list-range-highlighted", full_page=True)  # the last one, still hovered
 

@@ -520,3 +520,17 @@ def test_an_assistant_message_of_only_pending_calls_says_it_awaits_their_results
     assert "code-awaiting_tool_result" in article.classes
     assert "awaiting tool result" in article.one("header").text()
     assert "c1" in explain(article).text()
+
+
+@pytest.mark.parametrize("seq", ["99999", "0", "-3", "abc"])
+def test_asking_for_a_message_the_session_does_not_have_says_so(viewer_client, story, seq):
+    doc = parse(viewer_client.get(story.url(seq=seq)))
+    notice = doc.one("p", cls="missing-seq")
+    count = story.session.message_count
+    assert notice.text() == f"No message #{seq}; this session has {count} messages (#1–#{count})."
+
+
+def test_a_message_the_session_has_gets_no_notice(viewer_client, story):
+    doc = parse(viewer_client.get(story.url(seq=3)))
+    assert doc.find("p", cls="missing-seq") is None
+    assert "target" in doc.one("article", id="m-3").classes

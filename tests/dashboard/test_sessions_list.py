@@ -264,8 +264,6 @@ def test_an_outsider_never_sees_the_default_projects_sessions(outsider_client, s
     assert keys(outsider_client.get(LIST, {"q": "gate B32"})) == []
     response = outsider_client.get(LIST)
     assert story.session.title not in response.content.decode()
-    switcher = parse(response).one("select", id="project-switch")
-    assert [o.get("value") for o in switcher.find_all("option")] == ["", "other"]
     form = parse(response).one("form", cls="filters")
     assert [o.get("value") for o in form.one("select", name="project").find_all("option")] == ["", "other"]
 
@@ -279,6 +277,36 @@ def test_a_member_of_one_project_sees_only_it_and_a_superuser_sees_all(viewer_cl
 def test_a_user_without_any_project_sees_an_empty_list(make_user, story):
     client = make_client(make_user("nobody"))
     assert keys(client.get(LIST)) == []
+
+
+def test_the_list_page_has_one_project_selector_the_filters_one(viewer_client, story, other_session):
+    doc = parse(viewer_client.get(LIST))
+    selectors = [e for e in doc.iter() if e.tag == "select" and e.get("name") == "project"]
+    assert len(selectors) == 1
+    assert "filters" in selectors[0].parent.classes
+    assert doc.find("form", cls="project-switcher") is None
+
+
+def test_other_pages_keep_the_project_switcher_in_the_header(viewer_client, story):
+    doc = parse(viewer_client.get(story.url()))
+    assert doc.one("form", cls="project-switcher").one("select", id="project-switch")
+
+
+def empty_list_text(client) -> tuple[str, list[str]]:
+    cell = parse(client.get(LIST, {"q": "zebra-that-is-nowhere"})).one(id="session-rows").one("td", cls="empty")
+    return cell.text(), [a.get("href") for a in cell.find_all("a")]
+
+
+def test_an_empty_list_points_an_editor_to_the_api_and_the_import_page(editor_client, story):
+    text, links = empty_list_text(editor_client)
+    assert "through the API" in text and "Import page" in text
+    assert links == ["/api/v1/docs", reverse("import")]
+
+
+def test_an_empty_list_points_a_viewer_to_the_api_only(viewer_client, story):
+    text, links = empty_list_text(viewer_client)
+    assert "through the API" in text and "Import" not in text
+    assert links == ["/api/v1/docs"]
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from sessions.search import SearchFilters, search_messages
 from sessions.session_store import get_session
 from tests.importers.conftest import client_for, counts
 
-
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
 
 

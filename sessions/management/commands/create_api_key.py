@@ -12,8 +12,10 @@ class Command(BaseCommand):
         parser.add_argument("project", help="project name, e.g. default")
         parser.add_argument("name", help="a name for the key, e.g. the application using it")
         parser.add_argument("--create-project", action="store_true", help="create the project if missing")
+        parser.add_argument("--allow-duplicate", action="store_true",
+                            help="create the key even if the project already has one with this name")
 
-    def handle(self, *args, project, name, create_project, **options):
+    def handle(self, *args, project, name, create_project, allow_duplicate, **options):
         if create_project:
             project_obj = Project.objects.get_or_create(name=project)[0]
         else:
@@ -21,6 +23,12 @@ class Command(BaseCommand):
                 project_obj = Project.objects.get(name=project)
             except Project.DoesNotExist:
                 raise CommandError(f"No project {project!r} (add --create-project to create it).") from None
+        if not allow_duplicate and project_obj.api_keys.filter(name=name.strip(), revoked_at__isnull=True).exists():
+            raise CommandError(
+                f"Project {project_obj.name!r} already has an active API key named {name.strip()!r}, and its secret "
+                "cannot be shown again. Use the secret you saved, revoke that key on the API keys page, choose "
+                "another name, or add --allow-duplicate to create a second key with this name."
+            )
         try:
             key, secret = create_api_key(project_obj, name)
         except DomainError as exc:

@@ -25,8 +25,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--force", action="store_true",
                             help="run with DEBUG off too (the demo logins then get a random password)")
+        parser.add_argument("--url", default="http://127.0.0.1:8000/",
+                            help="where the server will be, for the banner (make run passes HOST and PORT)")
 
-    def handle(self, *args, force=False, **options):
+    def handle(self, *args, url="http://127.0.0.1:8000/", force=False, **options):
         if not settings.DEBUG and not force:
             raise CommandError("DEBUG is off: demo_data would add demo sessions and logins to this installation. "
                                "Pass --force to do it anyway (the logins then get a random password).")
@@ -53,4 +55,4 @@ class Command(BaseCommand):
             lines.append("  Demo logins made before keep their password.")
         if not settings.DEBUG and new_logins:
             lines.append("  This random password is shown once; it is not stored anywhere you can read it.")
-        self.stdout.write(self.style.SUCCESS("\nctxweb is starting on http://127.0.0.1:8000/\n" + "\n".join(lines) + "\n"))
+        self.stdout.write(self.style.SUCCESS(f"\nctxweb is starting on {url}\n" + "\n".join(lines) + "\n"))
