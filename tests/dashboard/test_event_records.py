@@ -81,7 +81,7 @@ def test_the_migration_summarises_message_updated_events_stored_whole(story):
         "seq": 2, "id": "m2", "input_tokens": 5, "at_seq": 9,
         "changes": {"include_in_messages": {"from": True, "to": False}, "attributes": {"from": before, "to": after}},
     })
-    migration = importlib.import_module("sessions.migrations.0010_summarise_message_updated_events")
+    migration = importlib.import_module("sessions.migrations.0013_summarise_message_updated_events")
 
     migration.summarise(apps, None)
 
