@@ -25,6 +25,7 @@ from .models import CompactionRun, Session
 from .next_request import build_request
 from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
+from .trace import trace as trace_fact
 from .validation import count_openai_messages
 
 router = Router(tags=["sessions"])
@@ -271,6 +272,32 @@ def list_events(
         qs = qs.filter(type__startswith=type) if type.endswith("_") else qs.filter(type=type)
     page = list(qs.order_by("pk")[:limit])
     return {"items": page, "next_after": page[-1].pk if len(page) == limit else None}
+
+
+@router.get("/sessions/{key}/trace", response={200: s.TraceOut, **ERRORS},
+            summary="Trace a string: the messages that hold it, whether the model input still carries it, and "
+                    "which summary lost it")
+def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
+                                            description="a literal string; * stands for any run of non-space characters")):
+    session = get_session(project(request), key)
+    found = trace_fact(session, q)
+    first = found.first_request
+    return {
+        "query": found.query,
+        "answer": found.sentence,
+        "truncated": found.truncated,
+        "lost_at_checkpoint_id": found.lost_at.pk if found.lost_at else None,
+        "first_request": {"event_id": first.pk, "checkpoint_id": first.data.get("checkpoint_id"),
+                          "created_at": first.created_at} if first else None,
+        "messages": [
+            {"seq": row.message.seq, "role": row.message.role, "excerpt": str(row.excerpt),
+             "in_model_input": row.in_input, "reason": row.explanation.code, "why": row.explanation.sentence,
+             "checkpoints": [{"id": c.checkpoint.pk, "last_seq": c.checkpoint.last_seq,
+                              "created_at_seq": c.checkpoint.created_at_seq, "carries": c.carries}
+                             for c in row.coverage]}
+            for row in found.rows
+        ],
+    }
 
 
 EXPORT_RESPONSES = {
