@@ -125,8 +125,9 @@ def list_sessions(
     q: str = Query("", max_length=200, description="search: text in the key, title or metadata, or words of a message"),
     limit: int = Query(50, ge=1, le=200),
     cursor: str = Query("", max_length=200),
+    lost_facts: bool = Query(False, description="only sessions whose latest checkpoint's summary lost salient literals"),
 ):
-    qs = find_sessions([project(request).pk], SessionFilters(q=q))
+    qs = find_sessions([project(request).pk], SessionFilters(q=q, lost_facts=lost_facts))
     if cursor:
         stamp, pk = _decode_cursor(cursor)
         qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))

@@ -16,6 +16,7 @@ from .compaction_runs import request_compaction, run_outcome, wait_for
 from .errors import DomainError
 from .events import actor, newest_events
 from .exports import export_response
+from .facts import not_in_summary
 from .forms import PAGE_SIZES, MessageSearchForm, SessionListForm
 from .inspection import (
     chart_svg_data,
@@ -34,6 +35,7 @@ from .models import Membership, Role, Session
 from .next_request import sent_request
 from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, set_tags, tag_names
 from .search import search_messages
+from .trace import trace
 
 
 def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
@@ -118,6 +120,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "target": target,
         "events": events,
         "more_events": more_events,
+        "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
         **view,
     })
 
@@ -188,6 +191,21 @@ def events_fragment(request: HttpRequest, project: str, key: str) -> HttpRespons
     return render(request, "sessions/_events.html", {
         "session": session, "events": events, "more_events": more_events,
     })
+
+
+@login_required
+@require_GET
+def trace_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """The trace box's answer: where a string is in the session and which summary lost it."""
+    session = access.get_session_for(request.user, project, key)
+    query = request.GET.get("q", "")
+    context = {"session": session, "q": query}
+    try:
+        context["trace"] = trace(session, query)
+    except DomainError as exc:
+        context["error"] = exc.detail
+    template = "sessions/_trace.html" if request.htmx else "sessions/trace.html"
+    return render(request, template, context)
 
 
 @login_required

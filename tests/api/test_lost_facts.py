@@ -72,3 +72,22 @@ def test_a_hidden_message_is_not_counted_as_lost(api, order_session):
     checkpoint = compact(api, "order", "Order W9609649; seat 14C on UA123; paid $84.50; Lisbon.")
 
     assert "2024-05-03" not in {fact["text"] for fact in checkpoint["lost"]}
+
+
+def test_the_sessions_list_filters_sessions_whose_latest_checkpoint_lost_facts(api, order_session):
+    compact(api, "order", "A late parcel.")
+    api.post("/sessions/plain/messages", {"messages": [{"role": "user", "content": "order W1234567"}]})
+    api.post("/sessions/kept/messages", {"messages": ORDER_CHAT})
+    compact(api, "kept", "Order W9609649, $84.50, 2024-05-03; seat 14C on UA123.")
+
+    everything = api.get("/sessions").json()["items"]
+    filtered = api.get("/sessions", query={"lost_facts": "true"}).json()["items"]
+
+    assert {s["key"] for s in everything} == {"order", "plain", "kept"}
+    assert [s["key"] for s in filtered] == ["order"]
+
+
+def test_the_sessions_list_rejects_a_lost_facts_value_that_is_no_boolean(api):
+    response = api.get("/sessions", query={"lost_facts": "maybe"})
+
+    assert 400 <= response.status_code < 500
