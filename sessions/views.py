@@ -121,6 +121,8 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "events": events,
         "more_events": more_events,
         "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
+        **(_traced(session, traced) if (traced := request.GET.get("trace")) is not None else {}),
+        "q": traced or "",
         **view,
     })
 
@@ -199,13 +201,20 @@ def trace_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse
     """The trace box's answer: where a string is in the session and which summary lost it."""
     session = access.get_session_for(request.user, project, key)
     query = request.GET.get("q", "")
-    context = {"session": session, "q": query}
+    page = session_url(session, trace=query)
+    if not request.htmx or request.htmx.history_restore_request:
+        return redirect(page)
+    response = render(request, "sessions/_trace.html", {"session": session, "q": query, **_traced(session, query)})
+    # The address bar shows the session page with this trace, so going back to it shows it again.
+    response["HX-Push-Url"] = page
+    return response
+
+
+def _traced(session: Session, query: str) -> dict:
     try:
-        context["trace"] = trace(session, query)
+        return {"trace": trace(session, query)}
     except DomainError as exc:
-        context["error"] = exc.detail
-    template = "sessions/_trace.html" if request.htmx else "sessions/trace.html"
-    return render(request, template, context)
+        return {"error": exc.detail}
 
 
 @login_required

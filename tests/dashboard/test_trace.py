@@ -45,13 +45,33 @@ def test_the_trace_fragment_answers_in_one_sentence_with_links(viewer_client, or
     assert "does not carry it" in doc.one("table", cls="trace-rows").text()
 
 
-def test_without_htmx_the_trace_is_a_page_with_the_box(viewer_client, order):
+def test_the_fragment_puts_the_session_page_with_the_trace_in_the_address_bar(viewer_client, order):
     session, _ = order
 
-    doc = parse(viewer_client.get(url(session, "session_trace"), {"q": "W9609649"}))
+    response = viewer_client.get(url(session, "session_trace"), {"q": "W96 09"}, headers={"HX-Request": "true"})
 
-    assert doc.one("input", name="q").get("value") == "W9609649"
+    assert response["HX-Push-Url"] == f"{session.get_absolute_url()}?trace=W96+09"
+
+
+def test_without_htmx_the_trace_is_the_session_page_with_the_answer(viewer_client, order):
+    session, _ = order
+
+    response = viewer_client.get(url(session, "session_trace"), {"q": "W9609649"})
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{session.get_absolute_url()}?trace=W9609649"
+    doc = parse(viewer_client.get(response["Location"]))
+    assert doc.one("form", cls="trace-form").one("input", name="q").get("value") == "W9609649"
     assert "appears in #1, #2 and #4" in doc.one("p", cls="trace-answer").text()
+
+
+def test_the_session_page_shows_a_trace_it_cannot_run_as_a_form_error(viewer_client, order):
+    session, _ = order
+
+    response = viewer_client.get(session.get_absolute_url(), {"trace": "x"})
+
+    assert response.status_code == 200
+    assert "at least 2 characters" in parse(response).one("p", cls="form-error").text()
 
 
 def test_a_query_it_cannot_trace_is_a_form_error(viewer_client, order):
@@ -83,7 +103,7 @@ def test_the_session_page_has_the_trace_box_and_the_lost_facts_badge(viewer_clie
     w = next(li for li in items if li.one("code").text() == "W9609649")
     hrefs = [a.get("href") for a in w.find_all("a")]
     assert f"{session.get_absolute_url()}?seq=1#m-1" in hrefs
-    assert f"{url(session, 'session_trace')}?q=W9609649" in hrefs
+    assert f"{session.get_absolute_url()}?trace=W9609649#trace-title" in hrefs
 
 
 def test_the_badge_leaves_out_facts_a_later_summary_carries_again(viewer_client, order, project):
