@@ -277,7 +277,8 @@ def list_events(
 
 @router.get("/sessions/{key}/trace", response={200: s.TraceOut, **ERRORS},
             summary="Trace a string: the messages that hold it, whether the model input still carries it, and "
-                    "which summary lost it")
+                    "which summary lost it",
+            openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
 def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
                                             description="a literal string; * stands for any run of non-space characters")):
     session = get_session(project(request), key)

@@ -177,3 +177,18 @@ def test_another_projects_key_gets_404(other_api, order_session):
     body = assert_error(other_api.get("/sessions/order/trace", query={"q": "W9609649"}), 404, "session_not_found")
 
     assert "W9609649" not in str(body)
+
+
+def test_the_trace_costs_the_same_queries_however_many_messages_hold_the_string(api):
+    def queries_for(key, hits):
+        api.post(f"/sessions/{key}/messages", {"messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"{'order W4440001' if i < hits else 'other'} {i}"}
+            for i in range(80)]})
+        compact(api, key, "Nothing specific.", keep=1)
+        api.post(f"/sessions/{key}/requests", {})
+        with CaptureQueriesContext(connection) as queries:
+            body = api.get(f"/sessions/{key}/trace", query={"q": "W4440001"}).json()
+        assert len(body["messages"]) == hits
+        return len(queries.captured_queries)
+
+    assert queries_for("one", 1) == queries_for("forty", 40)

@@ -154,6 +154,8 @@ ROUTES = {
     "session_chart": Read(),
     "session_events": Read(),
     "checkpoint_diff": Read(),
+    # Without htmx the trace is the session page with it: a redirect there.
+    "session_trace": Read(query={"q": "taxi"}, status=302),
     "request_view": Read(),
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),
