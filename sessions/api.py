@@ -281,25 +281,7 @@ def list_events(
             openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
 def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
                                             description="a literal string; * stands for any run of non-space characters")):
-    session = get_session(project(request), key)
-    found = trace_fact(session, q)
-    first = found.first_request
-    return {
-        "query": found.query,
-        "answer": found.sentence,
-        "truncated": found.truncated,
-        "lost_at_checkpoint_id": found.lost_at.pk if found.lost_at else None,
-        "first_request": {"event_id": first.pk, "checkpoint_id": first.data.get("checkpoint_id"),
-                          "created_at": first.created_at} if first else None,
-        "messages": [
-            {"seq": row.message.seq, "role": row.message.role, "excerpt": str(row.excerpt),
-             "in_model_input": row.in_input, "reason": row.explanation.code, "why": row.explanation.sentence,
-             "checkpoints": [{"id": c.checkpoint.pk, "last_seq": c.checkpoint.last_seq,
-                              "created_at_seq": c.checkpoint.created_at_seq, "carries": c.carries}
-                             for c in row.coverage]}
-            for row in found.rows
-        ],
-    }
+    return trace_fact(get_session(project(request), key), q)
 
 
 EXPORT_RESPONSES = {

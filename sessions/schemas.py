@@ -699,26 +699,41 @@ class TraceCheckpointOut(Schema):
 
 
 class TraceMessageOut(Schema):
+    """A sessions.trace.TraceRow."""
+
     seq: int
     role: str
     excerpt: str = Field(description="HTML: the text around the match, escaped, the match in <mark>")
-    in_model_input: bool
+    in_model_input: bool = Field(alias="in_input")
     reason: str = Field(description="the explain code: in_input, covered_by_checkpoint, excluded_flag, ...")
     why: str = Field(description="the explain sentence")
     checkpoints: list[TraceCheckpointOut] = Field(
+        alias="coverage",
         description="the checkpoints whose summaries stand for this message (their range 1..last_seq holds it)")
+
+    @staticmethod
+    def resolve_excerpt(row) -> str:
+        return str(row.excerpt)
 
 
 class TraceRequestOut(Schema):
-    event_id: int
+    """A REQUEST_BUILT event."""
+
+    event_id: int = Field(alias="pk")
     checkpoint_id: int | None
     created_at: datetime
 
+    @staticmethod
+    def resolve_checkpoint_id(event) -> int | None:
+        return event.data.get("checkpoint_id")
+
 
 class TraceOut(Schema):
+    """A sessions.trace.Trace."""
+
     query: str
-    answer: str = Field(description="one sentence: where the string is, and where the model lost it")
-    messages: list[TraceMessageOut] = Field(description="the messages that hold it, in seq order (at most 50)")
+    answer: str = Field(alias="sentence", description="one sentence: where the string is, and where the model lost it")
+    messages: list[TraceMessageOut] = Field(alias="rows", description="the messages that hold it, in seq order (at most 50)")
     truncated: bool = Field(description="more messages hold it than are listed")
     lost_at_checkpoint_id: int | None = Field(
         description="the first checkpoint after its last mention whose summary does not carry it")

@@ -63,6 +63,18 @@ class Coverage:
     checkpoint: Checkpoint
     carries: bool
 
+    @property
+    def id(self) -> int:
+        return self.checkpoint.pk
+
+    @property
+    def last_seq(self) -> int:
+        return self.checkpoint.last_seq
+
+    @property
+    def created_at_seq(self) -> int:
+        return self.checkpoint.created_at_seq
+
 
 @dataclass
 class TraceRow:
@@ -72,8 +84,24 @@ class TraceRow:
     coverage: list[Coverage] = field(default_factory=list)
 
     @property
+    def seq(self) -> int:
+        return self.message.seq
+
+    @property
+    def role(self) -> str:
+        return self.message.role
+
+    @property
     def in_input(self) -> bool:
         return self.explanation.code == Reason.IN_INPUT
+
+    @property
+    def reason(self) -> str:
+        return self.explanation.code
+
+    @property
+    def why(self) -> str:
+        return self.explanation.sentence
 
     @property
     def sent(self) -> bool:
@@ -90,6 +118,10 @@ class Trace:
     lost_at: Checkpoint | None = None  # the first checkpoint after the last mention whose summary lacks it
     first_request: Event | None = None  # the first REQUEST_BUILT built on such a checkpoint
     current: Checkpoint | None = None  # the checkpoint the model input is built on now
+
+    @property
+    def lost_at_checkpoint_id(self) -> int | None:
+        return self.lost_at.pk if self.lost_at else None
 
 
 def _seq_list(seqs: list[int], truncated: bool) -> str:

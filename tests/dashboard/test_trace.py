@@ -148,3 +148,11 @@ def test_the_sessions_list_filters_sessions_whose_latest_summary_lost_facts(view
     assert "/s/order/" in filtered
     assert "/s/clean/" not in filtered
     assert "/s/plain/" not in filtered
+
+
+def test_the_event_history_says_how_many_facts_a_compaction_lost(viewer_client, order):
+    session, checkpoint = order
+
+    doc = parse(viewer_client.get(session.get_absolute_url()))
+
+    assert doc.one("span", cls="lost-count").text() == f"{checkpoint.facts_lost} facts lost"
