@@ -83,6 +83,12 @@ def _name_ok(value: str) -> bool:
     return words[0] not in NOT_NAMES and not all(w in NOT_NAMES for w in words)
 
 
+def _quoted_ok(value: str) -> bool:
+    """A quoted phrase of words, not the space between two quoted strings of JSON (`": 100, "`)."""
+    return (len(value.split()) >= 2 and not any(c in value for c in "{}[]") and value[0] not in ":,"
+            and value[-1] not in ":," and any(c.isalpha() for c in value))
+
+
 def extract(text: str) -> list[Fact]:
     """The salient literals of `text`, in the order they appear, repeats included."""
     if not text:
@@ -96,7 +102,7 @@ def extract(text: str) -> list[Fact]:
             if any(start < t_end and t_start < end for t_start, t_end in taken):
                 continue
             value = _clean(kind, match.group(group))
-            if kind == "quoted" and (len(value.split()) < 2 or value.startswith(("{", "["))):
+            if kind == "quoted" and not _quoted_ok(value):
                 continue
             if kind == "name" and not _name_ok(value):
                 continue
