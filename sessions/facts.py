@@ -83,6 +83,18 @@ def _name_ok(value: str) -> bool:
     return words[0] not in NOT_NAMES and not all(w in NOT_NAMES for w in words)
 
 
+SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)$")
+
+
+def _name_at(text: str, start: int, value: str) -> str:
+    """A name of three or more words that opens a sentence starts with a capitalized verb or article
+    ("Ask Omar Davis"): without it."""
+    words = value.split(" ")
+    if len(words) >= 3 and SENTENCE_START.search(text[max(0, start - 3):start]):
+        return " ".join(words[1:])
+    return value
+
+
 def _quoted_ok(value: str) -> bool:
     """A quoted phrase of words, not the space between two quoted strings of JSON (`": 100, "`)."""
     return (len(value.split()) >= 2 and not any(c in value for c in "{}[]") and value[0] not in ":,"
@@ -104,8 +116,10 @@ def extract(text: str) -> list[Fact]:
             value = _clean(kind, match.group(group))
             if kind == "quoted" and not _quoted_ok(value):
                 continue
-            if kind == "name" and not _name_ok(value):
-                continue
+            if kind == "name":
+                value = _name_at(text, start, value)
+                if not _name_ok(value):
+                    continue
             if len(value) < 3:
                 continue
             taken.append(match.span())
