@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ctx_sessions', '0010_import_rules'),
+        ('ctx_sessions', '0015_session_key_not_dots'),
     ]
 
     operations = [
