@@ -163,6 +163,8 @@ class Checkpoint:
     summarizer: str
     trigger: str
     created_at: datetime
+    facts: dict[str, int] = field(default_factory=dict)  # {"kept", "lost"}: the covered messages' salient literals
+    lost: list[dict[str, Any]] = field(default_factory=list)  # those the summary does not carry
 
 
 @dataclass

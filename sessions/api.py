@@ -26,6 +26,7 @@ from .models import CompactionRun, Session
 from .next_request import build_request
 from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
+from .trace import trace as trace_fact
 from .validation import count_openai_messages
 
 router = Router(tags=["sessions"])
@@ -125,8 +126,9 @@ def list_sessions(
     q: str = Query("", max_length=200, description="search: text in the key, title or metadata, or words of a message"),
     limit: int = Query(50, ge=1, le=200),
     cursor: str = Query("", max_length=200),
+    lost_facts: bool = Query(False, description="only sessions whose latest checkpoint's summary lost salient literals"),
 ):
-    qs = find_sessions([project(request).pk], SessionFilters(q=q))
+    qs = find_sessions([project(request).pk], SessionFilters(q=q, lost_facts=lost_facts))
     if cursor:
         stamp, pk = _decode_cursor(cursor)
         qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))
@@ -273,6 +275,15 @@ def list_events(
         qs = qs.filter(type__startswith=type) if type.endswith("_") else qs.filter(type=type)
     page = list(qs.order_by("pk")[:limit])
     return {"items": page, "next_after": page[-1].pk if len(page) == limit else None}
+
+
+@router.get("/sessions/{key}/trace", response={200: s.TraceOut, **ERRORS},
+            summary="Trace a string: the messages that hold it, whether the model input still carries it, and "
+                    "which summary lost it",
+            openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
+def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
+                                            description="a literal string; * stands for any run of non-space characters")):
+    return trace_fact(get_session(project(request), key), q)
 
 
 EXPORT_RESPONSES = {

@@ -13,20 +13,38 @@ from django.utils import timezone
 from .errors import Conflict, DomainError
 from .event_types import CompactionCompleted
 from .events import record
-from .model_input import layout_model_input, refresh_input_tokens, summary_message_tokens
+from .facts import FactReport, checkpoint_fields, report
+from .model_input import layout_model_input, refresh_input_tokens, summary_message_tokens, visible_messages
 from .models import Checkpoint, Session
 from .validation import check_text
 
 IMPORT = "import"
+FACTS_CHUNK = 500
 
 
-def store_checkpoint(session: Session, *, extra_tokens: int = 0, **fields) -> tuple[Checkpoint, int]:
+def covered_facts(session: Session, first_seq: int, last_seq: int, summary: str) -> FactReport:
+    """The facts of the messages first_seq..last_seq the model saw that `summary` keeps and loses, read
+    in chunks with only the fields facts are found in."""
+    rows = (
+        visible_messages(session, first_seq - 1, as_of=last_seq)
+        .only("session_id", "seq", "text", "tool_calls")
+        .iterator(chunk_size=FACTS_CHUNK)
+    )
+    return report(summary, rows)
+
+
+def store_checkpoint(
+    session: Session, *, extra_tokens: int = 0, facts: FactReport | None = None, **fields
+) -> tuple[Checkpoint, int]:
     """Create a checkpoint (in a savepoint: IntegrityError when another one already extends the same
     base), then bring the session's stored figures up to date. Returns (checkpoint, tokens_after);
-    `extra_tokens` (a request's unpersisted messages) count into tokens_after. Call it inside the
-    transaction that holds the session's row lock."""
+    `extra_tokens` (a request's unpersisted messages) count into tokens_after. `facts`: what the summary
+    keeps of the covered messages' facts, when the caller has them (else they are read here). Call it
+    inside the transaction that holds the session's row lock."""
+    if facts is None:
+        facts = covered_facts(session, fields["first_seq"], fields["last_seq"], fields["summary"])
     with transaction.atomic():
-        checkpoint = Checkpoint.objects.create(session=session, **fields)
+        checkpoint = Checkpoint.objects.create(session=session, **fields, **checkpoint_fields(facts))
     tokens_after = refresh_input_tokens(session, checkpoint) + extra_tokens
     checkpoint.tokens_after = tokens_after
     checkpoint.save(update_fields=["tokens_after"])
@@ -120,5 +138,6 @@ def create_imported_checkpoint(
             summary_tokens=summary_tokens,
             tokens_after=tokens_after,
             still_over_threshold=tokens_after > compaction.max_tokens,
+            lost_count=checkpoint.facts_lost,
         ))
     return checkpoint, True

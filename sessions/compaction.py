@@ -19,10 +19,11 @@ from django.db.models import Count, F, Func, IntegerField, Min, Q, Sum, TextFiel
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from .checkpoints import store_checkpoint
+from .checkpoints import covered_facts, store_checkpoint
 from .errors import DomainError
 from .event_types import CompactionCompleted, CompactionFailed, CompactionSkipped, CompactionStarted
 from .events import event_data, parse_event_data, record
+from .facts import report
 from .model_input import Layout, layout_model_input, split_turns, summary_message_tokens, visible_messages
 from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
 from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
@@ -509,6 +510,12 @@ def compact(
         return _finish_failed(session.pk, actor, trigger, plan, started, "the summarizer returned no text")
     summary = summary.strip()
     summary_tokens = summary_message_tokens(summary, plan.last_seq)
+    # What the summary keeps of the covered messages' facts, found outside any lock; a supplied summary
+    # read none of them, so they are read here, chunk by chunk.
+    if covered:
+        facts = report(summary, covered)
+    else:
+        facts = covered_facts(session, plan.first_seq, plan.last_seq, summary)
 
     # 3. Create the checkpoint, unless the summary is not smaller than what it replaces.
     with transaction.atomic():
@@ -536,6 +543,7 @@ def compact(
                 summarizer=compaction.summarizer,
                 trigger=trigger,
                 created_at=timezone.now(),
+                facts=facts,
             )
         except IntegrityError:
             error = "another compaction extended the same checkpoint first; nothing changed"
@@ -553,6 +561,7 @@ def compact(
             still_over_threshold=figures["still_over_threshold"],
             budget_reached=plan.budget_reached,
             run=started.pk,
+            lost_count=checkpoint.facts_lost,
         ))
         outcome.events = [started, event]
         return outcome

@@ -167,6 +167,10 @@ class CompactionCompleted(CompactionFigures):
         "it would have covered to the next run; none for an imported checkpoint"
     )
     run: int | Absent = absent_when_none("the COMPACTION_STARTED event's id; none for an imported checkpoint")
+    lost_count: int | Absent = absent_when_none(
+        "salient literals (ids, amounts, dates, names, ...) of the covered messages that the summary does not "
+        "carry (sessions/facts.py); none in events recorded before it was counted"
+    )
 
 
 class CompactionSkipped(CompactionFigures):

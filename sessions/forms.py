@@ -50,6 +50,7 @@ class SessionListForm(DayRangeForm):
     tag = forms.CharField(required=False, max_length=50)
     has_checkpoints = forms.BooleanField(required=False, label="has checkpoints")
     failed = forms.BooleanField(required=False, label="had a failed compaction")
+    lost_facts = forms.BooleanField(required=False, label="latest summary lost facts")
     sort = forms.ChoiceField(required=False, choices=[(name, SORT_LABELS[name]) for name in SORTS])
     size = forms.TypedChoiceField(required=False, coerce=int, choices=[(n, str(n)) for n in PAGE_SIZES],
                                   empty_value=PAGE_SIZES[0], label="per page")
@@ -62,6 +63,7 @@ class SessionListForm(DayRangeForm):
             tag=data.get("tag", ""),
             has_checkpoints=data.get("has_checkpoints", False),
             failed=data.get("failed", False),
+            lost_facts=data.get("lost_facts", False),
             since=self.since(),
             until=self.until(),
             sort=data.get("sort") or "activity",

@@ -5,9 +5,9 @@ thing in both (sessions.search.sessions_matching)."""
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
-from .models import Session
+from .models import Checkpoint, Session
 from .search import sessions_matching
 
 SORTS = {
@@ -25,6 +25,7 @@ class SessionFilters:
     tag: str = ""
     has_checkpoints: bool = False
     failed: bool = False  # had a failed compaction
+    lost_facts: bool = False  # its latest checkpoint's summary lost salient literals
     since: datetime | None = None  # last activity at or after
     until: datetime | None = None  # last activity at or before
     sort: str = "activity"
@@ -46,6 +47,11 @@ def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags:
         sessions = sessions.filter(checkpoint_count__gt=0)
     if filters.failed:
         sessions = sessions.filter(failed_compactions__gt=0)
+    if filters.lost_facts:
+        # The latest checkpoint ends at the session's checkpoint_last_seq: one lookup per session through
+        # the (session, -last_seq) index.
+        sessions = sessions.filter(Exists(Checkpoint.objects.filter(
+            session=OuterRef("pk"), last_seq=OuterRef("checkpoint_last_seq"), facts_lost__gt=0)))
     if filters.since:
         sessions = sessions.filter(last_activity_at__gte=filters.since)
     if filters.until:

@@ -213,6 +213,12 @@ class Checkpoint(models.Model):
     summarizer = models.CharField(max_length=50)
     trigger = models.CharField(max_length=20, default="request")
     created_at = models.DateTimeField(default=timezone.now)
+    # The salient literals (sessions/facts.py) of the messages it newly covers that its summary does
+    # not carry, counted and listed when it is made, so pages never scan the covered text again:
+    # lost_facts holds the first facts.MAX_STORED, most repeated first ({"text", "kind", "count", "seqs"}).
+    facts_kept = models.PositiveIntegerField(default=0)
+    facts_lost = models.PositiveIntegerField(default=0)
+    lost_facts = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [

@@ -449,6 +449,18 @@ class MessagePageOut(Schema):
     next_after: int | None = Field(None, description="pass as after to get the next page")
 
 
+class LostFactOut(Schema):
+    text: str = Field(description="the literal, as first written in the covered messages")
+    kind: str = Field(description="identifier, hash, uuid, amount, quantity, date, email, url, path, quoted or name")
+    count: int = Field(description="how often it occurs in the covered messages")
+    seqs: list[int] = Field(description="the covered messages it occurs in (the first 20)")
+
+
+class FactCountsOut(Schema):
+    kept: int = Field(description="salient literals of the covered messages the summary carries")
+    lost: int = Field(description="salient literals of the covered messages the summary does not carry")
+
+
 class CheckpointOut(Schema):
     id: int
     previous_id: int | None
@@ -463,6 +475,14 @@ class CheckpointOut(Schema):
     summarizer: str
     trigger: str
     created_at: datetime
+    facts: FactCountsOut = Field(description="what the summary kept and lost of the covered messages' salient literals")
+    lost: list[LostFactOut] = Field(alias="lost_facts", description=(
+        "the salient literals of the messages it newly covers that its summary does not carry, most repeated "
+        "first (at most 200; facts.lost is the whole count)"))
+
+    @staticmethod
+    def resolve_facts(checkpoint) -> FactCountsOut:
+        return FactCountsOut(kept=checkpoint.facts_kept, lost=checkpoint.facts_lost)
 
 
 class CheckpointRecord(Schema):
@@ -676,3 +696,56 @@ class RequestOut(Schema):
         "a compaction of the session had not finished when the request was built: the model input is the "
         "current one, not yet compacted"))
     event_id: int
+
+
+# --- trace ---------------------------------------------------------------------------------------
+
+
+class TraceCheckpointOut(Schema):
+    id: int
+    last_seq: int
+    created_at_seq: int
+    carries: bool = Field(description="whether its summary carries the string")
+
+
+class TraceMessageOut(Schema):
+    """A sessions.trace.TraceRow."""
+
+    seq: int
+    role: str
+    excerpt: str = Field(description="HTML: the text around the match, escaped, the match in <mark>")
+    in_model_input: bool = Field(alias="in_input")
+    reason: str = Field(description="the explain code: in_input, covered_by_checkpoint, excluded_flag, ...")
+    why: str = Field(description="the explain sentence")
+    checkpoints: list[TraceCheckpointOut] = Field(
+        alias="coverage",
+        description="the checkpoints whose summaries stand for this message (their range 1..last_seq holds it)")
+
+    @staticmethod
+    def resolve_excerpt(row) -> str:
+        return str(row.excerpt)
+
+
+class TraceRequestOut(Schema):
+    """A REQUEST_BUILT event."""
+
+    event_id: int = Field(alias="pk")
+    checkpoint_id: int | None
+    created_at: datetime
+
+    @staticmethod
+    def resolve_checkpoint_id(event) -> int | None:
+        return event.data.get("checkpoint_id")
+
+
+class TraceOut(Schema):
+    """A sessions.trace.Trace."""
+
+    query: str
+    answer: str = Field(alias="sentence", description="one sentence: where the string is, and where the model lost it")
+    messages: list[TraceMessageOut] = Field(alias="rows", description="the messages that hold it, in seq order (at most 50)")
+    truncated: bool = Field(description="more messages hold it than are listed")
+    lost_at_checkpoint_id: int | None = Field(
+        description="the first checkpoint after its last mention whose summary does not carry it")
+    first_request: TraceRequestOut | None = Field(
+        description="the first recorded request (REQUEST_BUILT) built on a summary that does not carry it")

@@ -4,9 +4,11 @@ model would have seen, and returns the text of the new summary."""
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from .facts import carries, fold, ranked, tally
 from .model_input import split_turns
 from .models import Message, Role
 from .tokens import count_text
@@ -116,31 +118,110 @@ def _digest_lines(messages: list[Message], limit: int, result_limit: int) -> lis
 
 
 SHRINK_STEPS = ((400, 120), (300, 80), (200, 0), (120, 0), (80, 0), (50, 0))
+FACTS_HEAD = "Facts: "
+FACTS_JOIN = " · "
 
 
-def extractive(previous_summary: str, messages: list[Message], budget: int) -> str:
-    """A deterministic digest, not an LLM: who asked what, which tools ran with what outcome, and what
-    the assistant concluded, shortened step by step until it fits `budget` tokens."""
-    previous = [line for line in (previous_summary or "").splitlines() if line.strip()]
-    text = ""
+@dataclass
+class Digest:
+    """The extractive summary, and the salient literals of what it covers that it had to leave out."""
+
+    text: str
+    dropped: list[str] = field(default_factory=list)
+
+
+def _shortened(previous: list[str], messages: list[Message], budget: int) -> list[str]:
+    """The digest at each shrink step that fits `budget`, longest first; the last resort (start and end
+    of the digest, with what was left out in between) when none fits."""
+    fitting = []
     for limit, result_limit in SHRINK_STEPS:
         head = [_indent(line) + _one_line(line, limit) for line in previous]
         text = "\n".join(head + _digest_lines(messages, limit, result_limit))
         if count_text(text) <= budget:
-            return text
-    # Still too long: keep the start and the end, and say how much was left out in between.
+            fitting.append(text)
+    if fitting:
+        return fitting
     lines = [_indent(line) + _one_line(line, 50) for line in previous] + _digest_lines(messages, 50, 0)
     keep = len(lines)
-    while keep > 2:
-        keep = max(keep * 3 // 4, 2)
+    text = "\n".join(lines)
+    shorter = []
+    while keep > 0:
+        keep = max(keep * 3 // 4, 2) if keep > 2 else keep - 1
         front = keep // 2
         left_out = len(lines) - keep
         shown = (lines[:front] + [f"… {left_out} line{'' if left_out == 1 else 's'} left out …"]
                  + lines[len(lines) - (keep - front):])
+        if keep == 0:
+            shown = [f"… {len(lines)} line{'' if len(lines) == 1 else 's'} left out …"]
         text = "\n".join(shown)
         if count_text(text) <= budget:
+            shorter.append(text)
+    # The first that fits is the digest without facts; the shorter ones leave room for them.
+    return shorter or [text]
+
+
+def _with_facts(digest: str, wanted: list[str], budget: int) -> Digest:
+    """`digest` plus a line of the `wanted` literals it does not carry, as many as fit `budget`, in
+    their order (most repeated, then most recent, first)."""
+    folded = fold(digest)
+    missing = [literal for literal in wanted if not carries(folded, literal)]
+    if not missing:
+        return Digest(digest, [])
+    room = budget - count_text(digest) - count_text("\n" + FACTS_HEAD)
+    chosen: list[str] = []
+    used = 0
+    for literal in missing:
+        cost = count_text(FACTS_JOIN + literal)
+        if used + cost <= room:
+            chosen.append(literal)
+            used += cost
+    while chosen:
+        text = digest + "\n" + FACTS_HEAD + FACTS_JOIN.join(chosen)
+        if count_text(text) <= budget:
             break
-    return text
+        chosen.pop()
+    if not chosen:
+        return Digest(digest, missing)
+    kept = set(chosen)
+    return Digest(text, [literal for literal in missing if literal not in kept])
+
+
+def extractive_digest(previous_summary: str, messages: list[Message], budget: int, *, keep_facts: bool = True) -> Digest:
+    """A deterministic digest, not an LLM: who asked what, which tools ran with what outcome, and what
+    the assistant concluded, shortened step by step until it fits `budget` tokens. With `keep_facts`,
+    the salient literals of the messages and the previous summary (sessions/facts.py) that the digest
+    does not carry are added on a last line, most repeated and most recent first, as many as fit; of the
+    shrink steps that fit, the one that leaves out the fewest literals wins (the longest on a tie), and
+    the literals that did not fit are reported in `dropped`."""
+    previous = [line for line in (previous_summary or "").splitlines() if line.strip()]
+    candidates = _shortened(previous, messages, budget)
+    if not keep_facts:
+        return Digest(candidates[0])
+    found = tally(messages)
+    for key, entry in tally([_PreviousSummary(previous_summary or "")]).items():
+        found.setdefault(key, entry)
+    wanted = [t.text for t in ranked(found.values())]
+    best = None
+    for digest in candidates:
+        attempt = _with_facts(digest, wanted, budget)
+        if best is None or len(attempt.dropped) < len(best.dropped):
+            best = attempt
+        if not best.dropped:
+            break
+    return best
+
+
+@dataclass
+class _PreviousSummary:
+    """The previous summary seen as a message, so its facts are tallied like the covered messages'."""
+
+    text: str
+    tool_calls: tuple = ()
+    seq: int = 0
+
+
+def extractive(previous_summary: str, messages: list[Message], budget: int) -> str:
+    return extractive_digest(previous_summary, messages, budget).text
 
 
 # --- openai --------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ session_patterns = [
     path("chart/", views.chart_fragment, name="session_chart"),
     path("events/", views.events_fragment, name="session_events"),
     path("events/<int:event_id>/", views.event_record, name="event_record"),
+    path("trace/", views.trace_fragment, name="session_trace"),
     path("checkpoints/<int:checkpoint_id>/", views.checkpoint_diff, name="checkpoint_diff"),
     path("requests/<int:event_id>/", views.request_view, name="request_view"),
     path("compact/", views.compact_now, name="session_compact"),

@@ -17,6 +17,7 @@ from .compaction_runs import request_compaction, run_outcome, wait_for
 from .errors import DomainError
 from .events import actor, event_record_json, newest_events
 from .exports import export_response
+from .facts import not_in_summary
 from .forms import PAGE_SIZES, MessageSearchForm, SessionListForm
 from .inspection import (
     chart_svg_data,
@@ -36,6 +37,7 @@ from .models import Membership, Role, Session
 from .next_request import sent_request
 from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, set_tags, tag_names
 from .search import search_messages
+from .trace import trace
 
 
 def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
@@ -123,6 +125,9 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "missing_seq": missing_seq,
         "events": events,
         "more_events": more_events,
+        "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
+        **(_traced(session, traced) if (traced := request.GET.get("trace")) is not None else {}),
+        "q": traced or "",
         **view,
     })
 
@@ -212,6 +217,28 @@ def event_record(request: HttpRequest, project: str, key: str, event_id: int) ->
     session = access.get_session_for(request.user, project, key)
     event = access.get_event_for(request.user, session, event_id)
     return JsonResponse(event_record_json(event), json_dumps_params={"ensure_ascii": False})
+
+
+@login_required
+@require_GET
+def trace_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """The trace box's answer: where a string is in the session and which summary lost it."""
+    session = access.get_session_for(request.user, project, key)
+    query = request.GET.get("q", "")
+    page = session_url(session, trace=query)
+    if not request.htmx or request.htmx.history_restore_request:
+        return redirect(page)
+    response = render(request, "sessions/_trace.html", {"session": session, "q": query, **_traced(session, query)})
+    # The address bar shows the session page with this trace, so going back to it shows it again.
+    response["HX-Push-Url"] = page
+    return response
+
+
+def _traced(session: Session, query: str) -> dict:
+    try:
+        return {"trace": trace(session, query)}
+    except DomainError as exc:
+        return {"error": exc.detail}
 
 
 @login_required

@@ -9,7 +9,7 @@ import pytest
 from sessions.compaction import compact
 from sessions.model_input import build_model_input
 from sessions.models import Checkpoint, Event, Message, Session
-from sessions.summarizers import extractive
+from sessions.summarizers import extractive, extractive_digest
 from sessions.tokens import count_text
 from tests.builders import assistant, call, event_types, raw_log, user
 from tests.transcripts import openai_conversations, to_ctxweb
@@ -219,3 +219,61 @@ def test_an_empty_openai_answer_fails_the_compaction(append, openai_stub):
     assert outcome.error
     assert event_types(session) == ["COMPACTION_STARTED", "COMPACTION_FAILED"]
     assert not Checkpoint.objects.filter(session=session).exists()
+
+
+# --- salient literals ----------------------------------------------------------------------------
+
+LONG_ASK = (
+    "Hello, I am writing because the delivery of my last purchase has been a long story and I would like it "
+    "sorted out today. " * 6
+    + "The order number is W9609649, I paid $1,250.00 on 2024-05-03 and the invoice went to mia.li@example.com."
+)
+
+
+@pytest.fixture
+def long_ask_messages(append):
+    return covered_messages(append("long-ask", [
+        {"role": "user", "content": LONG_ASK},
+        {"role": "assistant", "content": "I am sorry to hear that; let me look into it right away for you. " * 4
+         + "Ticket #48213 is open for it."},
+    ]).session)
+
+
+def test_the_plain_digest_cuts_the_facts_off_a_long_message(long_ask_messages):
+    plain = extractive_digest("", long_ask_messages, 160, keep_facts=False).text
+
+    assert "W9609649" not in plain
+    assert "$1,250.00" not in plain
+
+
+def test_extractive_keeps_the_salient_literals_the_digest_cut_off_within_its_budget(long_ask_messages):
+    digest = extractive_digest("", long_ask_messages, 160)
+
+    assert count_text(digest.text) <= 160
+    for literal in ("W9609649", "$1,250.00", "2024-05-03", "mia.li@example.com", "#48213"):
+        assert literal in digest.text
+    assert digest.text.splitlines()[-1].startswith("Facts: ")
+    assert digest.dropped == []
+    assert extractive("", long_ask_messages, 160) == digest.text
+
+
+def test_extractive_reports_the_literals_it_had_to_drop(long_ask_messages):
+    digest = extractive_digest("", long_ask_messages, 60)
+
+    assert count_text(digest.text) <= 60
+    assert digest.dropped
+    for literal in digest.dropped:
+        assert literal not in digest.text
+
+
+def test_extractive_keeps_the_most_repeated_literals_first(append):
+    messages = covered_messages(append("repeat", [
+        {"role": "user", "content": "x " * 300 + "Order W1111111 and W2222222."},
+        {"role": "assistant", "content": "y " * 300 + "Order W2222222 is the one."},
+        {"role": "user", "content": "z " * 300 + "Yes, W2222222."},
+    ]).session)
+
+    digest = extractive_digest("", messages, 70)
+
+    assert "W2222222" in digest.text
+    assert digest.dropped == [] or "W2222222" not in digest.dropped

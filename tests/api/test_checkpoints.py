@@ -7,7 +7,7 @@ from tests.api.conftest import assert_error
 pytestmark = pytest.mark.django_db
 
 FIELDS = {"id", "previous_id", "first_seq", "last_seq", "created_at_seq", "summary", "summary_tokens",
-          "replaced_tokens", "tokens_before", "tokens_after", "summarizer", "trigger", "created_at"}
+          "replaced_tokens", "tokens_before", "tokens_after", "summarizer", "trigger", "created_at", "facts", "lost"}
 
 
 @pytest.fixture

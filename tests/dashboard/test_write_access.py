@@ -156,6 +156,8 @@ ROUTES = {
     "event_record": Read(),
     "message_full": Read(),
     "checkpoint_diff": Read(),
+    # Without htmx the trace is the session page with it: a redirect there.
+    "session_trace": Read(query={"q": "taxi"}, status=302),
     "request_view": Read(),
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),

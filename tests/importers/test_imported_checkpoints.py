@@ -45,7 +45,7 @@ def test_it_records_compaction_completed_with_trigger_import(session):
         "tokens_before": checkpoint.tokens_before, "summarizer": "import", "checkpoint_id": checkpoint.pk,
         "at_seq": 3, "covered_seq_range": [1, 2], "replaced_tokens": 70,
         "summary_tokens": checkpoint.summary_tokens, "tokens_after": checkpoint.tokens_after,
-        "still_over_threshold": False,
+        "still_over_threshold": False, "lost_count": checkpoint.facts_lost,
     }
 
 
