@@ -116,4 +116,59 @@
     if (marked) { marked.scrollIntoView({ block: "center" }); }
   }
   document.addEventListener("DOMContentLoaded", showTarget);
+
+  // On a phone the session page's two columns ("Raw log", "Model input") become tabs. Without this script
+  // they stay stacked one above the other; above 700px wide both are shown side by side and the tabs hidden.
+  function setUpColumnTabs() {
+    var raw = document.getElementById("raw-log-column");
+    var input = document.getElementById("model-input-column");
+    if (!raw || !input) { return; }
+    var columns = raw.parentNode;
+    var panels = [raw, input];
+    var list = document.createElement("div");
+    list.className = "tabs";
+    list.setAttribute("role", "tablist");
+    list.setAttribute("aria-label", "Session columns");
+    var buttons = [["Raw log", raw], ["Model input", input]].map(function (pair, index) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.id = pair[1].id + "-tab";
+      button.textContent = pair[0];
+      button.setAttribute("role", "tab");
+      button.setAttribute("aria-controls", pair[1].id);
+      button.addEventListener("click", function () { select(index); });
+      list.appendChild(button);
+      return button;
+    });
+    list.addEventListener("keydown", function (event) {
+      if (event.key !== "ArrowRight" && event.key !== "ArrowLeft") { return; }
+      var next = buttons.indexOf(document.activeElement) === 0 ? 1 : 0;
+      select(next); buttons[next].focus(); event.preventDefault();
+    });
+    columns.parentNode.insertBefore(list, columns);
+    var narrow = window.matchMedia("(max-width: 700px)");
+    var current = 0;
+    function select(index) {
+      current = index;
+      buttons.forEach(function (button, i) {
+        button.setAttribute("aria-selected", String(i === index));
+        button.tabIndex = i === index ? 0 : -1;
+      });
+      panels.forEach(function (panel, i) {
+        if (narrow.matches) {
+          panel.setAttribute("role", "tabpanel");
+          panel.setAttribute("aria-labelledby", buttons[i].id);
+          panel.hidden = i !== index;
+        } else {
+          panel.removeAttribute("role");
+          panel.setAttribute("aria-labelledby", i === 0 ? "raw-title" : "input-title");
+          panel.hidden = false;
+        }
+      });
+    }
+    columns.classList.add("tabbed");
+    narrow.addEventListener("change", function () { select(current); });
+    select(0);
+  }
+  document.addEventListener("DOMContentLoaded", setUpColumnTabs);
 })();

@@ -70,12 +70,14 @@ def settle(page):
     page.wait_for_function("!document.querySelector('.htmx-request')")
 
 
-def check_role(page, site, role: str, found: dict):
+def check_role(page, site, role: str, found: dict, shot=None, scheme: str = "light"):
     base = site["base"]
     log_in(page, base, role)
     for name, url in site["pages"].items():
         page.goto(base + url)
         settle(page)
+        if shot and name in ("sessions list", "session page"):
+            shot(page, f"a11y-{name.replace(' ', '-')}-1440-{scheme}")
         for line in violations_of(page):
             found.setdefault(f"{role} {name} {url}", []).append(line)
     for name, url in site["fragments"].items():
@@ -88,7 +90,7 @@ def check_role(page, site, role: str, found: dict):
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_no_wcag_violation_on_any_page_for_any_role(browser, site, scheme):
+def test_no_wcag_violation_on_any_page_for_any_role(browser, site, scheme, shot):
     found: dict[str, list[str]] = {}
     for role in ROLES:
         context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme=scheme)
@@ -98,7 +100,7 @@ def test_no_wcag_violation_on_any_page_for_any_role(browser, site, scheme):
             if role == "admin":  # the log-in page, logged out, and a 403 as a viewer below
                 page.goto(site["base"] + "/login/")
                 found.update({f"login: {line}": [] for line in violations_of(page)})
-            check_role(page, site, role, found)
+            check_role(page, site, role, found, shot if role == "admin" else None, scheme)
             if role == "viewer":
                 page.goto(site["base"] + "/import/")  # a viewer may not import: the 403 page
                 assert "403" in page.title() or page.locator("main").inner_text()
@@ -127,11 +129,21 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site, shot):
             widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
             if widths[0] > widths[1]:
                 wide[f"{name} {url}"] = widths
+            if name in ("sessions list", "session page"):
+                shot(page, f"a11y-{name.replace(' ', '-')}-390-light")
         # The header keeps the project switcher and log out on screen.
         page.goto(site["base"] + "/")
         for selector in ("#project-switch", ".logout button"):
             box = page.locator(selector).bounding_box()
             assert box and 0 <= box["x"] and box["x"] + box["width"] <= 390, selector
+        # The session page's two columns are tabs: one shown at a time, switched by the tab buttons.
+        page.goto(site["base"] + site["session"])
+        raw, model_input = page.locator("#raw-log-column"), page.locator("#model-input-column")
+        assert raw.is_visible() and not model_input.is_visible()
+        page.get_by_role("tab", name="Model input").click()
+        assert model_input.is_visible() and not raw.is_visible()
+        assert page.get_by_role("tab", name="Model input").get_attribute("aria-selected") == "true"
+        shot(page, "a11y-session-page-model-input-tab-390-light")
     finally:
         context.close()
     assert wide == {}, wide
