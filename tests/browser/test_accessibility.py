@@ -147,3 +147,31 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site, shot):
     finally:
         context.close()
     assert wide == {}, wide
+
+
+def test_no_wcag_violation_with_the_xss_corpus(browser, live_server, users, project):
+    """The hostile corpus of tests/xss_seed.py (titles, notes, tool calls, images, api key and member
+    names made of markup) in the same pages: still no violation, as admin, in the light scheme."""
+    from tests.xss_seed import seed_corpus
+
+    seeded = seed_corpus(project, users["admin"], image_base=live_server.url + "/static/favicon.svg?v=")
+    group = seeded.groups[0]
+    urls = ["/", "/?q=xssprobe", f"/search/?q={group.marker}", session_url("", group.session.key),
+            session_url("", seeded.window.key),
+            f"{session_url('', group.session.key)}checkpoints/{group.checkpoint.pk}/",
+            f"{session_url('', group.session.key)}requests/{group.request.pk}/",
+            "/api-keys/", "/p/default/members/"]
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    found = {}
+    try:
+        log_in(page, live_server.url, "admin")
+        for url in urls:
+            page.goto(live_server.url + url)
+            settle(page)
+            if lines := violations_of(page):
+                found[url] = lines
+    finally:
+        context.close()
+    assert found == {}, "\n".join(f"{where}:\n  " + "\n  ".join(lines) for where, lines in found.items())
