@@ -171,4 +171,20 @@
     select(0);
   }
   document.addEventListener("DOMContentLoaded", setUpColumnTabs);
+
+  // A box that scrolls (a long message, tool arguments, the event history) can be reached with Tab and
+  // scrolled with the arrow keys: it gets tabindex=0 and a label, but only when it really overflows.
+  var SCROLL_BOXES = ".text, .arguments, .timeline, .lost-facts-list";
+  function makeScrollBoxesFocusable(root) {
+    (root || document).querySelectorAll(SCROLL_BOXES).forEach(function (box) {
+      if (box.hasAttribute("tabindex") || box.scrollHeight <= box.clientHeight + 1) { return; }
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      var owner = box.closest("[id^=m-], .entry, .msg");
+      box.setAttribute("aria-label", "scrollable " + (box.classList.contains("arguments") ? "tool arguments" :
+        box.classList.contains("timeline") ? "event history" : "text") + (owner && owner.id ? " of message " + owner.id.slice(2) : ""));
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { makeScrollBoxesFocusable(); });
+  document.addEventListener("htmx:afterSettle", function (event) { makeScrollBoxesFocusable(event.target); });
 })();
