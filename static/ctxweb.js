@@ -179,7 +179,7 @@
     (root || document).querySelectorAll(SCROLL_BOXES).forEach(function (box) {
       if (box.hasAttribute("tabindex") || box.scrollHeight <= box.clientHeight + 1) { return; }
       box.tabIndex = 0;
-      box.setAttribute("role", "region");
+      if (box.tagName !== "OL" && box.tagName !== "UL") { box.setAttribute("role", "region"); }  // a list stays a list
       var owner = box.closest("[id^=m-], .entry, .msg");
       box.setAttribute("aria-label", "scrollable " + (box.classList.contains("arguments") ? "tool arguments" :
         box.classList.contains("timeline") ? "event history" : "text") + (owner && owner.id ? " of message " + owner.id.slice(2) : ""));
