@@ -116,4 +116,75 @@
     if (marked) { marked.scrollIntoView({ block: "center" }); }
   }
   document.addEventListener("DOMContentLoaded", showTarget);
+
+  // On a phone the session page's two columns ("Raw log", "Model input") become tabs. Without this script
+  // they stay stacked one above the other; above 700px wide both are shown side by side and the tabs hidden.
+  function setUpColumnTabs() {
+    var raw = document.getElementById("raw-log-column");
+    var input = document.getElementById("model-input-column");
+    if (!raw || !input) { return; }
+    var columns = raw.parentNode;
+    var panels = [raw, input];
+    var list = document.createElement("div");
+    list.className = "tabs";
+    list.setAttribute("role", "tablist");
+    list.setAttribute("aria-label", "Session columns");
+    var buttons = [["Raw log", raw], ["Model input", input]].map(function (pair, index) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.id = pair[1].id + "-tab";
+      button.textContent = pair[0];
+      button.setAttribute("role", "tab");
+      button.setAttribute("aria-controls", pair[1].id);
+      button.addEventListener("click", function () { select(index); });
+      list.appendChild(button);
+      return button;
+    });
+    list.addEventListener("keydown", function (event) {
+      if (event.key !== "ArrowRight" && event.key !== "ArrowLeft") { return; }
+      var next = buttons.indexOf(document.activeElement) === 0 ? 1 : 0;
+      select(next); buttons[next].focus(); event.preventDefault();
+    });
+    columns.parentNode.insertBefore(list, columns);
+    var narrow = window.matchMedia("(max-width: 700px)");
+    var current = 0;
+    function select(index) {
+      current = index;
+      buttons.forEach(function (button, i) {
+        button.setAttribute("aria-selected", String(i === index));
+        button.tabIndex = i === index ? 0 : -1;
+      });
+      panels.forEach(function (panel, i) {
+        if (narrow.matches) {
+          panel.setAttribute("role", "tabpanel");
+          panel.setAttribute("aria-labelledby", buttons[i].id);
+          panel.hidden = i !== index;
+        } else {
+          panel.removeAttribute("role");
+          panel.setAttribute("aria-labelledby", i === 0 ? "raw-title" : "input-title");
+          panel.hidden = false;
+        }
+      });
+    }
+    columns.classList.add("tabbed");
+    narrow.addEventListener("change", function () { select(current); });
+    select(0);
+  }
+  document.addEventListener("DOMContentLoaded", setUpColumnTabs);
+
+  // A box that scrolls (a long message, tool arguments, the event history) can be reached with Tab and
+  // scrolled with the arrow keys: it gets tabindex=0 and a label, but only when it really overflows.
+  var SCROLL_BOXES = ".text, .arguments, .timeline, .lost-facts-list";
+  function makeScrollBoxesFocusable(root) {
+    (root || document).querySelectorAll(SCROLL_BOXES).forEach(function (box) {
+      if (box.hasAttribute("tabindex") || box.scrollHeight <= box.clientHeight + 1) { return; }
+      box.tabIndex = 0;
+      if (box.tagName !== "OL" && box.tagName !== "UL") { box.setAttribute("role", "region"); }  // a list stays a list
+      var owner = box.closest("[id^=m-], .entry, .msg");
+      box.setAttribute("aria-label", "scrollable " + (box.classList.contains("arguments") ? "tool arguments" :
+        box.classList.contains("timeline") ? "event history" : "text") + (owner && owner.id ? " of message " + owner.id.slice(2) : ""));
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { makeScrollBoxesFocusable(); });
+  document.addEventListener("htmx:afterSettle", function (event) { makeScrollBoxesFocusable(event.target); });
 })();

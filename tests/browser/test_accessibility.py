@@ -1,0 +1,177 @@
+"""WCAG 2.2 AA with axe-core (the script bundled by axe-playwright-python): every dashboard page, and
+the htmx fragments as the session page shows them, as admin, editor and viewer, on the demo data, in
+the light and the dark colour scheme: no violation of the rules tagged wcag2a, wcag2aa, wcag21a, wcag21aa
+and wcag22aa. Then at a phone's 390x844 no page scrolls sideways. Screenshots of the sessions list and a
+session page at 1440x900 (light and dark) and 390x844 go to test-artifacts/screenshots/."""
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from django.contrib.auth import get_user_model
+
+from sessions.members import set_member
+from sessions.models import ImportJob, Session
+from sessions.next_request import build_request
+
+from .conftest import PASSWORD, SCREENSHOTS, log_in
+from .data import ACTOR, session_url
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+AXE = Axe()
+WCAG = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]},
+        "resultTypes": ["violations"]}
+LONG, AIRLINE = "long-agent-run", "airline-support-42"
+ROLES = ("admin", "editor", "viewer")
+
+
+@pytest.fixture
+def site(live_server, users, demo):
+    """The demo data, an editor, a recorded request, an import job: the URLs every role visits."""
+    get_user_model().objects.create_user("editor", "editor@example.com", PASSWORD)
+    set_member(demo, "editor", "editor")
+    long_run = Session.objects.get(project=demo, key=LONG)
+    checkpoint = long_run.checkpoints.order_by("last_seq").last()
+    event = build_request(demo, AIRLINE, messages=[{"role": "user", "content": "Any news?", "persist": False}],
+                          actor=ACTOR).event
+    job = ImportJob.objects.create(project=demo, user=users["admin"], file_name="chat.json", size=120,
+                                   state="completed", bytes_read=120, sessions=1, messages=3)
+    long_url, airline_url = session_url("", LONG), session_url("", AIRLINE)
+    pages = {
+        "sessions list": "/",
+        "sessions list, filtered": "/?q=airline&project=default",
+        "session page": long_url,
+        "session page, as of a checkpoint": f"{airline_url}?as_of=4",
+        "checkpoint diff": f"{long_url}checkpoints/{checkpoint.pk}/",
+        "request view": f"{airline_url}requests/{event.pk}/",
+        "search": "/search/?q=refund",
+        "import page": "/import/",
+        "import job": f"/import/{job.pk}/",
+        "API keys": "/api-keys/",
+        "members": "/p/default/members/",
+        "404 page": "/p/default/s/no-such-session/",
+    }
+    # Fragments that the session page loads on demand, put into its <main> the way htmx would.
+    fragments = {
+        "trace fragment": f"{airline_url}trace/?q=refund",
+        "full message fragment": f"{long_url}messages/2/",
+        "older raw log fragment": f"{long_url}log/?before=200",
+    }
+    return {"base": live_server.url, "pages": pages, "fragments": fragments, "session": long_url}
+
+
+def violations_of(page) -> list[str]:
+    results = AXE.run(page, options=WCAG)
+    return [f"{v['id']} ({len(v['nodes'])}): " + "; ".join(" ".join(n["target"]) for n in v["nodes"][:4])
+            for v in results.response["violations"]]
+
+
+def settle(page):
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function("!document.querySelector('.htmx-request')")
+
+
+def check_role(page, site, role: str, found: dict, shot=None, scheme: str = "light"):
+    base = site["base"]
+    log_in(page, base, role)
+    for name, url in site["pages"].items():
+        page.goto(base + url)
+        settle(page)
+        if shot and name in ("sessions list", "session page"):
+            shot(page, f"a11y-{name.replace(' ', '-')}-1440-{scheme}")
+        for line in violations_of(page):
+            found.setdefault(f"{role} {name} {url}", []).append(line)
+    for name, url in site["fragments"].items():
+        page.goto(base + site["session"])
+        settle(page)
+        page.evaluate("url => htmx.ajax('GET', url, {target: 'main', swap: 'beforeend'})", base + url)
+        settle(page)
+        for line in violations_of(page):
+            found.setdefault(f"{role} {name} {url}", []).append(line)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_wcag_violation_on_any_page_for_any_role(browser, site, scheme, shot):
+    found: dict[str, list[str]] = {}
+    for role in ROLES:
+        context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme=scheme)
+        context.set_default_timeout(15_000)
+        page = context.new_page()
+        try:
+            if role == "admin":  # the log-in page, logged out, and a 403 as a viewer below
+                page.goto(site["base"] + "/login/")
+                found.update({f"login: {line}": [] for line in violations_of(page)})
+            check_role(page, site, role, found, shot if role == "admin" else None, scheme)
+            if role == "viewer":
+                page.goto(site["base"] + "/import/")  # a viewer may not import: the 403 page
+                assert "403" in page.title() or page.locator("main").inner_text()
+                for line in violations_of(page):
+                    found.setdefault("viewer 403 page /import/", []).append(line)
+        finally:
+            context.close()
+    report = "\n".join(f"{where}:\n  " + "\n  ".join(lines) for where, lines in found.items())
+    if found:  # the whole list, for CI's artifacts, as well as in the assertion
+        SCREENSHOTS.parent.mkdir(parents=True, exist_ok=True)
+        (SCREENSHOTS.parent / f"axe-violations-{scheme}.txt").write_text(report)
+    assert found == {}, report
+
+
+def test_no_page_scrolls_sideways_on_a_phone(browser, site, shot):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    wide = {}
+    try:
+        page.goto(site["base"] + "/login/")
+        log_in(page, site["base"], "admin")
+        for name, url in site["pages"].items():
+            page.goto(site["base"] + url)
+            settle(page)
+            widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            if widths[0] > widths[1]:
+                wide[f"{name} {url}"] = widths
+            if name in ("sessions list", "session page"):
+                shot(page, f"a11y-{name.replace(' ', '-')}-390-light")
+        # The header keeps the project switcher and log out on screen.
+        page.goto(site["base"] + site["session"])  # the list page chooses the project in its filters instead
+        for selector in ("#project-switch", ".logout button"):
+            box = page.locator(selector).bounding_box()
+            assert box and 0 <= box["x"] and box["x"] + box["width"] <= 390, selector
+        # The session page's two columns are tabs: one shown at a time, switched by the tab buttons.
+        page.goto(site["base"] + site["session"])
+        raw, model_input = page.locator("#raw-log-column"), page.locator("#model-input-column")
+        assert raw.is_visible() and not model_input.is_visible()
+        page.get_by_role("tab", name="Model input").click()
+        assert model_input.is_visible() and not raw.is_visible()
+        assert page.get_by_role("tab", name="Model input").get_attribute("aria-selected") == "true"
+        shot(page, "a11y-session-page-model-input-tab-390-light")
+    finally:
+        context.close()
+    assert wide == {}, wide
+
+
+def test_no_wcag_violation_with_the_xss_corpus(browser, live_server, users, project):
+    """The hostile corpus of tests/xss_seed.py (titles, notes, tool calls, images, api key and member
+    names made of markup) in the same pages: still no violation, as admin, in the light scheme."""
+    from tests.xss_seed import seed_corpus
+
+    seeded = seed_corpus(project, users["admin"], image_base=live_server.url + "/static/favicon.svg?v=")
+    group = seeded.groups[0]
+    urls = ["/", "/?q=xssprobe", f"/search/?q={group.marker}", session_url("", group.session.key),
+            session_url("", seeded.window.key),
+            f"{session_url('', group.session.key)}checkpoints/{group.checkpoint.pk}/",
+            f"{session_url('', group.session.key)}requests/{group.request.pk}/",
+            "/api-keys/", "/p/default/members/"]
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    found = {}
+    try:
+        log_in(page, live_server.url, "admin")
+        for url in urls:
+            page.goto(live_server.url + url)
+            settle(page)
+            if lines := violations_of(page):
+                found[url] = lines
+    finally:
+        context.close()
+    assert found == {}, "\n".join(f"{where}:\n  " + "\n  ".join(lines) for where, lines in found.items())
