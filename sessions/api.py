@@ -59,7 +59,7 @@ def session_links(key: str = "$request.path.key") -> dict:
         "ListCheckpoints": link("list_checkpoints", key=key),
         "ListEvents": link("list_events", key=key),
         "Export": link("export", key=key),
-        "Trace": link("trace", key=key),  # `q`, the string to trace, is the caller's
+        "Trace": link("trace", key=key, q=key),  # where the session's own key turns up in it
     }
 
 

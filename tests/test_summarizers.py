@@ -101,9 +101,10 @@ def test_extractive_stays_within_its_budget(append, longest_conversation, budget
 
 
 def test_extractive_says_one_line_left_out_in_the_singular():
-    # Three lines that do not fit, though their start and end do: the one in between is left out.
+    # Three lines that do not fit, even cut short, though their start and end do: the long one in
+    # between is left out.
     budget = count_text("First line.\n… 1 line left out …\nThird line.")
-    summary = extractive("First line.\nSecond line.\nThird line.", [], budget=budget)
+    summary = extractive("First line.\n" + "漢" * 200 + "\nThird line.", [], budget=budget)
 
     assert summary.splitlines() == ["First line.", "… 1 line left out …", "Third line."]
 
