@@ -198,36 +198,54 @@ def _summary(summaries: list[dict], uuids: set[str]) -> str | None:
     return text[:300] or None
 
 
+def entry_kind(entry, line: int) -> str:
+    """The `type` of a log line, which every line must have (parse and the streamed reading alike)."""
+    if not isinstance(entry, dict):
+        raise TranscriptError(f"line {line}: an entry must be a JSON object")
+    kind = entry.get("type")
+    if not isinstance(kind, str):
+        raise TranscriptError(f"line {line}: not a Claude Code entry (it has no type)")
+    return kind
+
+
+def thread_for(entry: dict, line: int, main, sidechains: dict, thread_of: dict, new_thread):
+    """The thread a message line belongs to: the main one, or the sub-agent thread its parent line is
+    in; a sidechain line whose parent is not in one starts a thread (made by `new_thread(root)`)."""
+    if entry.get("isSidechain"):
+        thread = thread_of.get(entry.get("parentUuid"))
+        if thread is None or thread is main:
+            root = entry.get("uuid") or f"line-{line}"
+            thread = sidechains[root] = new_thread(root)
+    else:
+        thread = main
+    if entry.get("uuid"):
+        thread_of[entry["uuid"]] = thread
+    return thread
+
+
+def at_line(exc: TranscriptError, line: int) -> TranscriptError:
+    """The error, naming the line it is about unless it does already."""
+    return TranscriptError(str(exc) if str(exc).startswith("line ") else f"line {line}: {exc}")
+
+
 def parse(records: list, source: Source) -> Parsed:
     main = Thread(None)
     sidechains: dict[str, Thread] = {}
     thread_of: dict[str, Thread] = {}
     summaries, skipped = [], 0
     for line, entry in enumerate(records, start=1):
-        if not isinstance(entry, dict):
-            raise TranscriptError(f"line {line}: an entry must be a JSON object")
-        kind = entry.get("type")
-        if not isinstance(kind, str):
-            raise TranscriptError(f"line {line}: not a Claude Code entry (it has no type)")
+        kind = entry_kind(entry, line)
         if kind == "summary":
             summaries.append(entry)
             continue
         if kind not in ENTRY_TYPES:
             skipped += 1  # file-history snapshots, queue operations, ...
             continue
-        if entry.get("isSidechain"):
-            thread = thread_of.get(entry.get("parentUuid"))
-            if thread is None or thread is main:
-                root = entry.get("uuid") or f"line-{line}"
-                thread = sidechains[root] = Thread(root)
-        else:
-            thread = main
-        if entry.get("uuid"):
-            thread_of[entry["uuid"]] = thread
+        thread = thread_for(entry, line, main, sidechains, thread_of, Thread)
         try:
             thread.add(entry, line)
         except TranscriptError as exc:
-            raise TranscriptError(str(exc) if str(exc).startswith("line ") else f"line {line}: {exc}") from None
+            raise at_line(exc, line) from None
 
     if not thread_of and not main.messages and not sidechains:
         if not summaries:
@@ -388,11 +406,7 @@ class StreamedLog:
         tasks: dict[bytes, tuple] = {}  # prompt digest -> (where the call is, the call), the first kept
         for line, (offset, entry) in enumerate(numbered_lines(file), start=1):
             self.offsets.append(offset)
-            if not isinstance(entry, dict):
-                raise TranscriptError(f"line {line}: an entry must be a JSON object")
-            kind = entry.get("type")
-            if not isinstance(kind, str):
-                raise TranscriptError(f"line {line}: not a Claude Code entry (it has no type)")
+            kind = entry_kind(entry, line)
             if kind == "summary":
                 summary_lines += 1
                 if isinstance(entry.get("summary"), str) and isinstance(entry.get("leafUuid"), str):
@@ -401,19 +415,11 @@ class StreamedLog:
             if kind not in ENTRY_TYPES:
                 skipped += 1
                 continue
-            if entry.get("isSidechain"):
-                thread = thread_of.get(entry.get("parentUuid"))
-                if thread is None or thread is main:
-                    root = entry.get("uuid") or f"line-{line}"
-                    thread = sidechains[root] = ThreadPlan(root)
-            else:
-                thread = main
-            if entry.get("uuid"):
-                thread_of[entry["uuid"]] = thread
+            thread = thread_for(entry, line, main, sidechains, thread_of, ThreadPlan)
             try:
                 self._scan(thread, entry, line, tasks if thread is main else None)
             except TranscriptError as exc:
-                raise TranscriptError(str(exc) if str(exc).startswith("line ") else f"line {line}: {exc}") from None
+                raise at_line(exc, line) from None
 
         self.size, self.skipped = file.tell(), skipped
         main.call_ids = {}  # needed no more
