@@ -43,8 +43,12 @@ def store_checkpoint(
     inside the transaction that holds the session's row lock."""
     if facts is None:
         facts = covered_facts(session, fields["first_seq"], fields["last_seq"], fields["summary"])
+    previous = fields.get("previous")
+    # Its number in the session: one more than the checkpoint it extends. The caller holds the session's
+    # lock, and a second checkpoint on the same base fails on `previous` (and on the number) anyway.
+    number = previous.number + 1 if previous is not None else 1
     with transaction.atomic():
-        checkpoint = Checkpoint.objects.create(session=session, **fields, **checkpoint_fields(facts))
+        checkpoint = Checkpoint.objects.create(session=session, number=number, **fields, **checkpoint_fields(facts))
     tokens_after = refresh_input_tokens(session, checkpoint) + extra_tokens
     checkpoint.tokens_after = tokens_after
     checkpoint.save(update_fields=["tokens_after"])
@@ -84,7 +88,7 @@ def create_imported_checkpoint(
         if same is not None:
             if same.summary != summary:
                 raise Conflict(
-                    f"checkpoint {same.pk} already covers messages up to #{last_seq} with another summary",
+                    f"checkpoint {same.number} already covers messages up to #{last_seq} with another summary",
                     code="checkpoint_conflict",
                 )
             return same, False
@@ -92,7 +96,7 @@ def create_imported_checkpoint(
         previous = layout.checkpoint
         if previous is not None and previous.last_seq > last_seq:
             raise DomainError(
-                f"checkpoint {previous.pk} already covers messages up to #{previous.last_seq}; checkpoints are "
+                f"checkpoint {previous.number} already covers messages up to #{previous.last_seq}; checkpoints are "
                 f"append-only, so one ending at #{last_seq} cannot be added after it",
                 code="checkpoint_out_of_order",
             )

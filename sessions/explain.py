@@ -19,6 +19,7 @@ class Explanation:
         data = {"code": self.code, "sentence": self.sentence}
         if self.checkpoint is not None:
             data["checkpoint_id"] = self.checkpoint.pk
+            data["checkpoint_number"] = self.checkpoint.number
         if self.position is not None:
             data["position"] = self.position
         if self.dropped_calls:
@@ -78,7 +79,7 @@ def _explain(message, model_input, boundary, chain, positions, left_out, omissio
         )
     if message.seq <= boundary:
         checkpoint = covering_checkpoint(chain, message.seq)
-        number = checkpoint.pk if checkpoint else model_input.checkpoint.pk
+        number = checkpoint.number if checkpoint else model_input.checkpoint.number
         first = checkpoint.first_seq if checkpoint else 1
         last = checkpoint.last_seq if checkpoint else boundary
         sentence = (
@@ -86,7 +87,7 @@ def _explain(message, model_input, boundary, chain, positions, left_out, omissio
             f"instead of this message"
         )
         if model_input.checkpoint and checkpoint and checkpoint.pk != model_input.checkpoint.pk:
-            sentence += f", now carried by checkpoint {model_input.checkpoint.pk}"
+            sentence += f", now carried by checkpoint {model_input.checkpoint.number}"
         return Explanation(Reason.COVERED, sentence + ".", checkpoint or model_input.checkpoint)
     for omission in omissions.get(message.seq, ()):
         if omission.whole_message:

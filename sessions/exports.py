@@ -158,7 +158,7 @@ def export_markdown(session: Session) -> Iterator[str]:
         if m.seq in ends:
             c = ends[m.seq]
             yield (
-                f"---\n\n**Checkpoint {c.pk}** covers messages #1–#{c.last_seq} "
+                f"---\n\n**Checkpoint {c.number}** covers messages #1–#{c.last_seq} "
                 f"({c.summarizer}, {c.summary_tokens} tokens):\n\n{_fence(c.summary)}\n\n---\n\n"
             )
 

@@ -211,5 +211,5 @@ def not_in_summary(checkpoints: list, current) -> list[dict]:
             key = fold(item["text"])
             if key in seen or carries(folded, item["text"]):
                 continue
-            seen[key] = {**item, "checkpoint_id": checkpoint.pk}
+            seen[key] = {**item, "checkpoint_id": checkpoint.pk, "checkpoint_number": checkpoint.number}
     return list(seen.values())

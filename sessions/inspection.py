@@ -54,6 +54,7 @@ class RawItem:
     tool_calls: list[ToolCallView] = field(default_factory=list)
     colour: int | None = None
     notes: list = field(default_factory=list)
+    hidden_by: Event | None = None  # the MESSAGE_UPDATED event that hid it, when it is hidden and one did
 
     @property
     def seq(self) -> int:
@@ -101,6 +102,15 @@ class InputWindow:
     earlier: int  # stored messages of the input not shown (before the window)
     first_position: int | None
     first_seq: int | None = None
+
+    @property
+    def head(self) -> list[InputItem]:
+        """The instructions and the summary, when this window has them."""
+        return [item for item in self.items if item.kind != "message"]
+
+    @property
+    def messages(self) -> list[InputItem]:
+        return [item for item in self.items if item.kind == "message"]
 
 
 def checkpoints_of(session: Session) -> list[Checkpoint]:
@@ -174,13 +184,15 @@ def raw_window(
         for note in Note.objects.filter(session=session, seq__gte=messages[0].seq, seq__lte=messages[-1].seq).select_related("author"):
             notes[note.seq].append(note)
     chain = [c for c in checkpoints if layout.checkpoint and c.last_seq <= layout.checkpoint.last_seq]
+    hidden_by = hiding_events(session, [m.seq for m in messages if not m.include_in_messages])
     items = []
     for m in messages:
         explanation = explanations[m.seq]
         covering = covering_checkpoint(chain, m.seq) if explanation.code == Reason.COVERED else None
         items.append(
             RawItem(m, explanation, covering, _calls(m, results, explanation.dropped_calls, explanation.pending_calls),
-                    checkpoint_colour(covering, checkpoints), notes.get(m.seq, []))
+                    checkpoint_colour(covering, checkpoints), notes.get(m.seq, []),
+                    hidden_by.get(m.seq) if explanation.code == Reason.EXCLUDED else None)
         )
     first = messages[0].seq if messages else None
     last = messages[-1].seq if messages else None
@@ -193,6 +205,20 @@ def raw_window(
     )
 
 
+def hiding_events(session: Session, seqs: list[int]) -> dict[int, Event]:
+    """For hidden messages: the latest MESSAGE_UPDATED event that set include_in_messages to false, by seq
+    (one query, none when no message is hidden). A message stored hidden has none."""
+    if not seqs:
+        return {}
+    found: dict[int, Event] = {}
+    events = Event.objects.filter(session=session, type=EventType.MESSAGE_UPDATED, data__seq__in=seqs)
+    for event in events.order_by("pk").only("pk", "data", "actor", "created_at"):
+        change = (event.data.get("changes") or {}).get("include_in_messages") or {}
+        if change.get("to") is False:
+            found[event.data["seq"]] = event
+    return found
+
+
 def whole_message(message: Message) -> dict:
     """What a message's "show all" shows: all of its text and reasoning, and its tool calls and attributes
     when they are long enough that the pages left them out."""
@@ -203,14 +229,15 @@ def whole_message(message: Message) -> dict:
 def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Checkpoint], *,
                  before: int | None = None, limit: int = INPUT_WINDOW) -> InputWindow:
     """The newest `limit` stored messages of the model input (or those before seq `before`), with the
-    instructions and the summary at the top when the window reaches the start."""
+    instructions and the summary at the top of the first window (before=None), so the summary is always
+    on the page; the earlier messages load between the summary and the window, without them."""
     shown = layout.stored_tail(before, limit)
     positions = layout.positions(shown)
     first_position = positions[shown[0].seq] if shown else None
     earlier = first_position - layout.head_count - 1 if shown else 0
     results = _tool_results(session, shown)
     items: list[InputItem] = []
-    if earlier == 0:
+    if before is None:
         position = 0
         if session.instructions_tokens:
             position += 1
@@ -304,11 +331,12 @@ def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
         data: MessagesAppended | MessageUpdated = event_data(event)
         seq = data.last_seq if isinstance(data, MessagesAppended) else data.at_seq
         points.append({"seq": seq, "tokens": data.input_tokens, "id": event.pk, "kind": "append"})
+    numbers = dict(session.checkpoints.values_list("pk", "number"))
     for event in Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED).only("type", "data"):
         data: CompactionCompleted = event_data(event)
         points.append({"seq": data.at_seq, "tokens": data.tokens_before, "id": event.pk - 0.5, "kind": "before"})
         points.append({"seq": data.at_seq, "tokens": data.tokens_after, "id": event.pk, "kind": "drop",
-                       "checkpoint": data.checkpoint_id})
+                       "checkpoint": data.checkpoint_id, "number": numbers.get(data.checkpoint_id)})
     points.sort(key=lambda p: (p["seq"], p["id"]))
     if points:
         points.insert(0, {"seq": 0, "tokens": REPLY_PRIMING + session.instructions_tokens, "id": 0, "kind": "start"})
@@ -334,7 +362,8 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> di
 
     line = " ".join(f"{x(p['seq'])},{y(p['tokens'])}" for p in points)
     drops = [
-        {"x": x(p["seq"]), "y": y(p["tokens"]), "seq": p["seq"], "tokens": p["tokens"], "checkpoint": p.get("checkpoint")}
+        {"x": x(p["seq"]), "y": y(p["tokens"]), "seq": p["seq"], "tokens": p["tokens"], "checkpoint": p.get("checkpoint"),
+         "number": p.get("number")}
         for p in points if p["kind"] == "drop"
     ]
     return {

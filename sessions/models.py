@@ -206,6 +206,9 @@ class Checkpoint(models.Model):
     first_seq = models.PositiveIntegerField()  # first seq newly covered (previous.last_seq + 1)
     last_seq = models.PositiveIntegerField()  # last original message covered
     created_at_seq = models.PositiveIntegerField()  # highest seq stored when it was created
+    # What people call it: 1, 2, 3 within its session, in creation order (the id is global). Set by
+    # sessions.checkpoints.store_checkpoint as previous.number + 1, under the session's row lock.
+    number = models.PositiveIntegerField()
     summary_tokens = models.PositiveBigIntegerField()  # the summary message, prefix included
     replaced_tokens = models.PositiveBigIntegerField(default=0)
     tokens_before = models.PositiveBigIntegerField(default=0)
@@ -226,6 +229,7 @@ class Checkpoint(models.Model):
                 fields=["session"], condition=Q(previous__isnull=True), name="one_first_checkpoint_per_session"
             ),
             models.CheckConstraint(condition=Q(last_seq__gte=models.F("first_seq")), name="checkpoint_range_valid"),
+            models.UniqueConstraint(fields=["session", "number"], name="checkpoint_number_per_session"),
         ]
         indexes = [
             models.Index(fields=["session", "-last_seq"], name="checkpoint_session_last_seq"),
@@ -234,7 +238,18 @@ class Checkpoint(models.Model):
         ordering = ["session", "last_seq"]
 
     def __str__(self):
-        return f"checkpoint {self.pk} (1–{self.last_seq})"
+        return f"checkpoint {self.number} (1–{self.last_seq})"
+
+    def save(self, *args, **kwargs):
+        if self.number is None:
+            # Made without store_checkpoint (fixtures, the admin): next after the one it extends, or
+            # after the session's highest.
+            if self.previous_id is not None:
+                self.number = Checkpoint.objects.filter(pk=self.previous_id).values_list("number", flat=True)[0] + 1
+            else:
+                highest = Checkpoint.objects.filter(session_id=self.session_id).aggregate(n=models.Max("number"))["n"]
+                self.number = (highest or 0) + 1
+        super().save(*args, **kwargs)
 
     @property
     def own_count(self) -> int:

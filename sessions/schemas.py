@@ -463,6 +463,7 @@ class FactCountsOut(Schema):
 
 class CheckpointOut(Schema):
     id: int
+    number: int = Field(description="its number in the session: 1, 2, 3 in creation order (what the dashboard shows)")
     previous_id: int | None
     first_seq: int
     last_seq: int
@@ -488,6 +489,7 @@ class CheckpointOut(Schema):
 class CheckpointRecord(Schema):
     """A checkpoint in an export: where it sits in the raw log, and its summary."""
 
+    number: int = Field(description="its number in the session: 1, 2, 3 in creation order")
     first_seq: int
     last_seq: int
     created_at_seq: int
@@ -703,6 +705,7 @@ class RequestOut(Schema):
 
 class TraceCheckpointOut(Schema):
     id: int
+    number: int = Field(description="its number in the session: 1, 2, 3 in creation order")
     last_seq: int
     created_at_seq: int
     carries: bool = Field(description="whether its summary carries the string")

@@ -68,6 +68,10 @@ class Coverage:
         return self.checkpoint.pk
 
     @property
+    def number(self) -> int:
+        return self.checkpoint.number
+
+    @property
     def last_seq(self) -> int:
         return self.checkpoint.last_seq
 
@@ -185,11 +189,11 @@ def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace)
     after = [c for c in checkpoints if c.last_seq >= last]
     covering = after[0]
     they = "it was" if len(sent) == 1 else "they were"
-    head = f"{head}; {they} covered by checkpoint {covering.pk} at #{covering.created_at_seq}"
+    head = f"{head}; {they} covered by checkpoint {covering.number} at #{covering.created_at_seq}"
     if carried[current.pk]:
         if current.pk == covering.pk:
             return f"{head}, whose summary carries it, so the model still sees it in the summary."
-        return (f"{head}; the current summary (checkpoint {current.pk}) still carries it, so the model sees it "
+        return (f"{head}; the current summary (checkpoint {current.number}) still carries it, so the model sees it "
                 f"in the summary.")
     lost_at = next(c for c in after if not carried[c.pk] and c.last_seq <= current.last_seq)
     result.lost_at = lost_at
@@ -202,7 +206,7 @@ def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace)
     if lost_at.pk == covering.pk:
         head += ", whose summary does not mention it"
     else:
-        head += f", whose summary carries it, but checkpoint {lost_at.pk} at #{lost_at.created_at_seq} does not"
+        head += f", whose summary carries it, but checkpoint {lost_at.number} at #{lost_at.created_at_seq} does not"
     sentence = f"{head}, so no request after #{lost_at.created_at_seq} carried it."
     if result.first_request is not None:
         sentence = sentence[:-1] + f" (the first without it: request {result.first_request.pk})."

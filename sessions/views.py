@@ -125,6 +125,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "missing_seq": missing_seq,
         "events": events,
         "more_events": more_events,
+        "checkpoint_numbers": {c.pk: c.number for c in view["checkpoints"]},
         "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
         **(_traced(session, traced) if (traced := request.GET.get("trace")) is not None else {}),
         "q": traced or "",
@@ -197,6 +198,7 @@ def events_fragment(request: HttpRequest, project: str, key: str) -> HttpRespons
     events, more_events = newest_events(session, before=_int(request.GET.get("before"), maximum=2**62))
     return render(request, "sessions/_events.html", {
         "session": session, "events": events, "more_events": more_events,
+        "checkpoint_numbers": dict(session.checkpoints.values_list("pk", "number")),
     })
 
 
@@ -289,7 +291,7 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
         return _back(request, session_url(session))
     figures = outcome.figures()
     if outcome.status == "completed":
-        flash.success(request, f"Compaction completed: checkpoint {outcome.checkpoint.pk} covers messages "
+        flash.success(request, f"Compaction completed: checkpoint {outcome.checkpoint.number} covers messages "
                                f"#{outcome.checkpoint.first_seq}–#{outcome.checkpoint.last_seq}; the model input went "
                                f"from {figures['tokens_before']} to {figures['tokens_after']} tokens.")
     elif outcome.status == "skipped":

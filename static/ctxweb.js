@@ -75,9 +75,11 @@
     void target.offsetWidth;
     target.classList.add("flash", "selected");
     history.replaceState(null, "", "#m-" + seq);
+    showCounterpart(target);
   }
 
   document.addEventListener("click", function (event) {
+    if (navigationClick(event)) { return; }
     var link = event.target.closest("a[data-jump]");
     if (link) {
       event.preventDefault();
@@ -99,6 +101,7 @@
       if (msg.classList.contains("selected") && msg.getAttribute("data-checkpoint")) {
         pinned = null; clearHighlights(); onCoveredEnter(msg);
       }
+      if (msg.classList.contains("selected")) { current = msg; showCounterpart(msg); }
     }
   });
 
@@ -113,15 +116,208 @@
 
   function showTarget() {
     var marked = document.querySelector(".raw-log .msg.target");
-    if (marked) { marked.scrollIntoView({ block: "center" }); }
+    if (marked) { marked.scrollIntoView({ block: "center" }); current = marked; showCounterpart(marked); }
   }
   document.addEventListener("DOMContentLoaded", showTarget);
+
+  // --- Navigation (issue 17): the side rail's panels, links from a message to what it names, the
+  // counterpart of a selected message in the model input, the go-to box and the j/k keys.
+
+  var current = null;  // the raw message j/k move from
+
+  function rail() { return document.getElementById("side-rail"); }
+
+  // With the script the side rail shows one panel at a time (model input, checkpoints, event history);
+  // without it they are stacked and its nav links are plain anchors.
+  function showPanel(id) {
+    var side = rail();
+    if (!side || !side.classList.contains("paneled")) { return; }
+    side.querySelectorAll(".rail-panel").forEach(function (panel) { panel.hidden = panel.id !== id; });
+    side.querySelectorAll(".rail-nav a[data-panel]").forEach(function (link) {
+      if (link.getAttribute("data-panel") === id) { link.setAttribute("aria-current", "true"); }
+      else { link.removeAttribute("aria-current"); }
+    });
+  }
+
+  function setUpRail() {
+    var side = rail();
+    if (!side) { return; }
+    side.classList.add("paneled");
+    var hash = window.location.hash.slice(1);
+    var start = document.getElementById(hash);
+    var panel = start && start.closest(".rail-panel");
+    showPanel(panel ? panel.id : "model-input-column");
+    if (panel && start !== panel) { reveal(start); }
+  }
+  document.addEventListener("DOMContentLoaded", setUpRail);
+
+  // On a phone the rail is a tab of its own: show it before scrolling to something in it.
+  function showRailTab() {
+    var side = rail();
+    var tab = document.getElementById("side-rail-tab");
+    if (side && side.hidden && tab) { tab.click(); }
+  }
+
+  // Scroll `el` into view inside the rail when the rail scrolls on its own (wide screens), else the page.
+  function scrollInRail(el, block) {
+    var side = rail();
+    if (side && side.contains(el) && side.scrollHeight > side.clientHeight + 1 &&
+        getComputedStyle(side).overflowY !== "visible") {
+      var nav = side.querySelector(".rail-nav");
+      var offset = el.getBoundingClientRect().top - side.getBoundingClientRect().top - (nav ? nav.offsetHeight : 0) - 8;
+      if (block === "center") { offset -= Math.max(0, (side.clientHeight - el.offsetHeight) / 2 - 40); }
+      side.scrollTop += offset;
+    } else {
+      el.scrollIntoView({ block: "start" });
+    }
+  }
+
+  function flash(el) {
+    el.classList.remove("flash");
+    void el.offsetWidth;
+    el.classList.add("flash");
+  }
+
+  // Show something in the rail (a summary, an event): its panel, scrolled to it, flashed and focused.
+  function reveal(el) {
+    var panel = el.closest(".rail-panel");
+    showRailTab();
+    if (panel) { showPanel(panel.id); }
+    scrollInRail(el);
+    flash(el);
+    el.focus({ preventScroll: true });
+  }
+
+  // A selected raw message's counterpart in the model input: the same message, or the summary that
+  // covers it; scrolled into view inside the rail, without moving the page.
+  function showCounterpart(msg) {
+    var side = rail();
+    if (!side || side.hidden) { return; }
+    var seq = msg.getAttribute("data-seq");
+    var target = msg.getAttribute("data-checkpoint") ? document.getElementById("input-summary")
+      : document.getElementById("input-m-" + seq);
+    document.querySelectorAll(".entry.counterpart").forEach(function (el) { el.classList.remove("counterpart"); });
+    if (!target) { return; }
+    showPanel("model-input-column");
+    target.classList.add("counterpart");
+    scrollInRail(target, "center");
+  }
+
+  function navigationClick(event) {
+    var link = event.target.closest("a[data-summary]");
+    if (link) {
+      var summary = document.getElementById("input-summary");
+      if (!summary) { return false; }
+      event.preventDefault();
+      var msg = link.closest(".raw-log .msg");
+      if (msg) { msg.classList.add("selected"); current = msg; }
+      reveal(summary);
+      pinned = null; clearHighlights(); onCheckpointEnter(summary); pinned = summary;
+      return true;
+    }
+    link = event.target.closest("a[data-event]");
+    if (link) {
+      var item = document.getElementById("event-" + link.getAttribute("data-event"));
+      if (!item) { return false; }  // not among the loaded events: the link opens the event's record
+      event.preventDefault();
+      reveal(item);
+      return true;
+    }
+    link = event.target.closest("a[data-counterpart]");
+    if (link) {
+      var entry = document.getElementById("input-m-" + link.getAttribute("data-counterpart"));
+      if (!entry) { return false; }
+      event.preventDefault();
+      reveal(entry);
+      return true;
+    }
+    link = event.target.closest(".rail-nav a[data-panel]");
+    if (link) {
+      event.preventDefault();
+      showPanel(link.getAttribute("data-panel"));
+      rail().scrollTop = 0;
+      return true;
+    }
+    var toggle = event.target.closest("button.expand-summary");
+    if (toggle) {
+      var text = document.getElementById(toggle.getAttribute("aria-controls"));
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      text.classList.toggle("expanded", open);
+      toggle.setAttribute("aria-expanded", String(open));
+      toggle.textContent = open ? "Show less of the summary" : "Show the whole summary";
+      return true;
+    }
+    return false;
+  }
+
+  // A summary longer than its box gets a "show all" toggle (hidden when it fits).
+  function setUpSummaryToggles(root) {
+    (root || document).querySelectorAll("button.expand-summary").forEach(function (toggle) {
+      var text = document.getElementById(toggle.getAttribute("aria-controls"));
+      if (text && (text.scrollHeight > text.clientHeight + 1 || text.classList.contains("expanded"))) { toggle.hidden = false; }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { setUpSummaryToggles(); });
+  document.addEventListener("htmx:afterSettle", function (event) { setUpSummaryToggles(event.target); });
+
+  // Make `msg` the one selected message: scrolled into view, focused, in the address bar.
+  function selectMessage(msg) {
+    document.querySelectorAll(".raw-log .msg.selected").forEach(function (el) {
+      if (el !== msg) { el.classList.remove("selected"); }
+    });
+    msg.classList.add("selected");
+    current = msg;
+    msg.focus({ preventScroll: true });
+    msg.scrollIntoView({ block: "start" });
+    history.replaceState(null, "", "#" + msg.id);
+    if (msg.getAttribute("data-checkpoint")) { pinned = null; clearHighlights(); onCoveredEnter(msg); }
+    showCounterpart(msg);
+  }
+
+  function firstInView(messages) {
+    for (var i = 0; i < messages.length; i++) {
+      if (messages[i].getBoundingClientRect().bottom > 0) { return i; }
+    }
+    return messages.length - 1;
+  }
+
+  function step(delta) {
+    var messages = Array.prototype.slice.call(document.querySelectorAll(".raw-log .msg[data-seq]"));
+    if (!messages.length) { return; }
+    var at = current && document.body.contains(current) ? messages.indexOf(current) : -1;
+    var next = at < 0 ? firstInView(messages) : at + delta;
+    if (next < 0 || next >= messages.length) { return; }
+    selectMessage(messages[next]);
+  }
+
+  function typing(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) { return; }
+    if (!document.getElementById("raw-items")) { return; }
+    if (event.key === "j") { step(1); event.preventDefault(); }
+    else if (event.key === "k") { step(-1); event.preventDefault(); }
+  });
+
+  // The go-to box: a message already on the page is selected in place; else the form loads ?seq=N.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches("form.go-to")) { return; }
+    var msg = document.getElementById("m-" + parseInt(form.elements.seq.value, 10));
+    if (msg && msg.closest(".raw-log")) {
+      event.preventDefault();
+      selectMessage(msg);
+      flash(msg);
+    }
+  });
 
   // On a phone the session page's two columns ("Raw log", "Model input") become tabs. Without this script
   // they stay stacked one above the other; above 700px wide both are shown side by side and the tabs hidden.
   function setUpColumnTabs() {
     var raw = document.getElementById("raw-log-column");
-    var input = document.getElementById("model-input-column");
+    var input = document.getElementById("side-rail") || document.getElementById("model-input-column");
     if (!raw || !input) { return; }
     var columns = raw.parentNode;
     var panels = [raw, input];
@@ -129,7 +325,7 @@
     list.className = "tabs";
     list.setAttribute("role", "tablist");
     list.setAttribute("aria-label", "Session columns");
-    var buttons = [["Raw log", raw], ["Model input", input]].map(function (pair, index) {
+    var buttons = [["Raw log", raw], [input.id === "side-rail" ? "Model input · checkpoints" : "Model input", input]].map(function (pair, index) {
       var button = document.createElement("button");
       button.type = "button";
       button.id = pair[1].id + "-tab";
@@ -161,7 +357,8 @@
           panel.hidden = i !== index;
         } else {
           panel.removeAttribute("role");
-          panel.setAttribute("aria-labelledby", i === 0 ? "raw-title" : "input-title");
+          if (panel.id === "side-rail") { panel.removeAttribute("aria-labelledby"); }  // a plain div: its sections have headings
+          else { panel.setAttribute("aria-labelledby", i === 0 ? "raw-title" : "input-title"); }
           panel.hidden = false;
         }
       });

@@ -43,6 +43,14 @@ def checkpoint_palette(index: int) -> int:
     return palette_colour(index)
 
 
+@register.filter
+def checkpoint_number(checkpoint_id, numbers) -> int | str:
+    """A checkpoint's number in its session, from its id and {id: number} (the id when it is not there)."""
+    if not numbers or checkpoint_id is None:
+        return checkpoint_id
+    return numbers.get(checkpoint_id, checkpoint_id)
+
+
 @register.simple_tag
 def session_url(session, name: str, *args) -> str:
     """The URL of one of a session's pages or fragments: {% session_url session 'session_log' %}."""
