@@ -59,12 +59,13 @@ def test_not_in_summary_keeps_what_the_current_summary_still_lacks():
     class Cp:
         def __init__(self, pk, last_seq, summary, lost):
             self.pk, self.last_seq, self.summary, self.lost_facts = pk, last_seq, summary, lost
+            self.number = pk - 40  # ids are global, numbers count within the session
 
-    first = Cp(1, 4, "short", [{"text": "W1234567", "kind": "identifier", "count": 1, "seqs": [2]},
+    first = Cp(41, 4, "short", [{"text": "W1234567", "kind": "identifier", "count": 1, "seqs": [2]},
                                {"text": "UA123", "kind": "identifier", "count": 1, "seqs": [3]}])
-    second = Cp(2, 8, "UA123 again", [{"text": "$5", "kind": "amount", "count": 1, "seqs": [6]}])
+    second = Cp(42, 8, "UA123 again", [{"text": "$5", "kind": "amount", "count": 1, "seqs": [6]}])
 
     lost = not_in_summary([second, first], second)
 
-    assert [(f["text"], f["checkpoint_id"]) for f in lost] == [("W1234567", 1), ("$5", 2)]
+    assert [(f["text"], f["checkpoint_id"], f["checkpoint_number"]) for f in lost] == [("W1234567", 41, 1), ("$5", 42, 2)]
     assert not_in_summary([first], None) == []

@@ -1,12 +1,14 @@
 """GET /api/v1/sessions/{key}/checkpoints: the session's checkpoints, newest first."""
 
+import json
+
 import pytest
 
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
 
-FIELDS = {"id", "previous_id", "first_seq", "last_seq", "created_at_seq", "summary", "summary_tokens",
+FIELDS = {"id", "number", "previous_id", "first_seq", "last_seq", "created_at_seq", "summary", "summary_tokens",
           "replaced_tokens", "tokens_before", "tokens_after", "summarizer", "trigger", "created_at", "facts", "lost"}
 
 
@@ -67,3 +69,33 @@ def test_it_rejects_a_request_without_a_valid_key_with_401(api, two_checkpoints,
     body = assert_error(api.get("/sessions/chat/checkpoints", **kwargs), 401, code)
 
     assert "items" not in body
+
+
+def test_checkpoints_are_numbered_within_their_session(api, two_checkpoints):
+    """`number` counts 1, 2, 3 within the session in creation order (what the dashboard shows); `id` stays
+    the global key the URLs use. Another session's first checkpoint is number 1 again."""
+    first, second = two_checkpoints
+    assert (first["number"], second["number"]) == (1, 2)
+    assert second["id"] > first["id"]
+    api.post("/sessions/other/messages", {"messages": [
+        {"role": "user", "content": "What is the weather in Faro this week, day by day?"},
+        {"role": "assistant", "content": "Faro: sunny all week, 24-27°C, light wind from the west."},
+        {"role": "user", "content": "And in Lagos?"}]})
+    other = api.post("/sessions/other/compact", {"force": True, "keep_recent_tokens": 1,
+                                                  "summary": "Faro: sunny."})
+    assert other.status_code == 200, other.content
+    made = other.json()["checkpoint"]
+    assert made["number"] == 1 and made["id"] > second["id"]
+    items = api.get("/sessions/chat/checkpoints").json()["items"]
+    assert [c["number"] for c in items] == [2, 1]
+    assert [c["number"] for c in api.get("/sessions/other/checkpoints").json()["items"]] == [1]
+
+
+def test_the_export_and_the_trace_give_the_number(api, two_checkpoints):
+    exported = api.get("/sessions/chat/export")
+    assert exported.status_code == 200
+    assert [c["number"] for c in json.loads(b"".join(exported.streaming_content))["checkpoints"]] == [1, 2]
+    trace = api.get("/sessions/chat/trace?q=Lisbon")
+    assert trace.status_code == 200, trace.content
+    numbers = {c["number"] for row in trace.json()["messages"] for c in row["checkpoints"]}
+    assert numbers and numbers <= {1, 2}
