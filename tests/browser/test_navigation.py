@@ -214,3 +214,24 @@ def test_phone_width_stacks_and_the_badge_still_works(live_server, login, browse
         shot(page, "navigate-phone-summary")
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_session_page_at_1440(live_server, login, browser, users, project, shot, scheme):
+    """The toolbar with the go-to box, the rail's nav and the model input side by side with the raw log."""
+    long_session(project)
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme=scheme)
+    page = context.new_page()
+    try:
+        login(page, "admin")
+        page.goto(session_url(live_server.url, KEY))
+        page.evaluate("window.scrollTo(0, 0)")
+        expect(page.get_by_label("Go to #")).to_be_visible()
+        expect(page.locator(".rail-nav")).to_be_visible()
+        raw, rail = page.locator("#raw-log-column").bounding_box(), page.locator("#side-rail").bounding_box()
+        assert rail["x"] > raw["x"] + raw["width"] - 1, "side by side"
+        shot(page, f"navigate-page-top-1440-{scheme}")
+        page.locator(".rail-nav").get_by_role("link", name="Event history").click()
+        shot(page, f"navigate-events-1440-{scheme}")
+    finally:
+        context.close()
