@@ -20,3 +20,8 @@ def mark_page(page) -> None:
 
 def page_was_reloaded(page) -> bool:
     return not page.evaluate("window.__ctxwebTestMarker === true")
+
+
+def show_panel(page, name: str) -> None:
+    """Open one of the session page's side-rail panels ("Model input", "Checkpoints", "Event history")."""
+    page.locator(".rail-nav").get_by_role("link", name=re.compile(rf"^{re.escape(name)}")).click()

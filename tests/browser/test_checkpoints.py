@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 from sessions.models import Checkpoint, Session
 
 from .data import session_url
-from .helpers import has_class, raw_seqs
+from .helpers import has_class, raw_seqs, show_panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,6 +70,7 @@ def test_checkpoint_hover_highlights_exactly_the_covered_range(live_server, logi
     shot(page, "checkpoint-range-highlighted")
 
     # 2. Each checkpoint of the Checkpoints list highlights exactly its own range.
+    show_panel(page, "Checkpoints")
     for index, checkpoint in enumerate(checkpoints):
         item = page.locator(".checkpoints [data-covers]").nth(index)
         assert covers(item) == (checkpoint.first_seq, checkpoint.last_seq)
@@ -96,6 +97,7 @@ def test_compaction_diff_from_the_checkpoint_list(live_server, login, page, airl
     page.goto(session_url(live_server.url, AIRLINE))
     checkpoint = Checkpoint.objects.filter(session=airline).order_by("last_seq").last()
     item = page.locator(f".checkpoints [data-checkpoint='{checkpoint.pk}']")
+    show_panel(page, "Checkpoints")
     with page.expect_navigation():
         item.get_by_role("link", name="compaction diff").click()
     assert f"/checkpoints/{checkpoint.pk}/" in page.url

@@ -18,6 +18,7 @@ from sessions.next_request import build_request
 
 from .conftest import log_in
 from .data import ACTOR, session_url
+from .helpers import show_panel
 from .test_xss_corpus import Watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -106,6 +107,8 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
     shot(page, "styles-under-csp-session")
     # Windows loaded through htmx: earlier raw messages and earlier events.
     for button, items in ((".raw-log button.more-earlier", ".raw-log .msg"), ("#events button.load", "#events li.event")):
+        if button.startswith("#events"):
+            show_panel(page, "Event history")
         shown = page.locator(items).count()
         page.locator(button).first.click()
         expect(page.locator(items)).not_to_have_count(shown)
@@ -124,6 +127,7 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
     # Interactions under the policy: select a message, hover a checkpoint.
     covered.first.locator("header .role").click()
     expect(covered.first.locator(".explain")).to_be_visible()
+    show_panel(page, "Checkpoints")
     page.locator(".checkpoints .checkpoint").first.hover()
     watch.check("airline session after clicks")
 

@@ -45,7 +45,7 @@ def test_the_trace_box_answers_where_a_covered_literal_went(live_server, login, 
     answer = page.locator(".trace-answer")
     at = checkpoint.created_at_seq
     expect(answer).to_have_text(
-        f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint.pk} at #{at}, whose "
+        f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint.number} at #{at}, whose "
         f"summary does not mention it, so no request after #{at} carried it (the first without it: request "
         f"{request_event.pk})."
     )
@@ -67,7 +67,7 @@ def test_the_trace_box_answers_where_a_covered_literal_went(live_server, login, 
     expect(answer).to_contain_text("whose summary does not mention it")
     page.click(".trace-links a.trace-checkpoint")
     expect(page).to_have_url(re.compile(rf"\?as_of_checkpoint={checkpoint.pk}$"))
-    expect(page.locator(".as-of-banner")).to_contain_text(f"checkpoint {checkpoint.pk}")
+    expect(page.locator(".as-of-banner")).to_contain_text(f"checkpoint {checkpoint.number}")
 
     # Its diff, with the facts the summary lost.
     page.go_back()

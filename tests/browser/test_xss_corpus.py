@@ -20,6 +20,7 @@ from tests.xss_corpus import PAYLOADS, pack
 from tests.xss_seed import TAG, WINDOW_KEY, import_files, seed_corpus
 
 from .data import ACTOR, long_session, session_url
+from .helpers import show_panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -131,8 +132,10 @@ def open_session(watch: Watch, session: Session):
         expect(message.locator(".explain")).to_be_visible()
     for details in page.locator(".raw-log details.reasoning, .notes details").all()[:4]:
         details.locator("summary").click()
+    show_panel(page, "Checkpoints")
     page.locator(".checkpoints .checkpoint").first.hover()
-    if page.locator(".model-input .entry.summary").count():  # the long session's summary is an earlier window
+    show_panel(page, "Model input")
+    if page.locator(".model-input .entry.summary").count():
         page.locator(".model-input .entry.summary").hover()
     watch.check(f"{session.key} after clicks")
 
@@ -178,6 +181,7 @@ def test_no_vector_runs_on_the_session_pages_and_their_fragments(corpus, watch, 
     for button, items in ((".raw-log button.more-earlier", ".raw-log .msg"),
                           (".model-input button.load", ".model-input .entry"),
                           ("#events button.load", "#events li.event")):
+        show_panel(page, "Event history" if button.startswith("#events") else "Model input")
         load_every_window(watch, button, items)
     expect(page.locator(".raw-log .msg")).to_have_count(corpus.window.message_count)
     watch.check(f"{WINDOW_KEY}, every window loaded")

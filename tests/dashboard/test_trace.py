@@ -35,7 +35,7 @@ def test_the_trace_fragment_answers_in_one_sentence_with_links(viewer_client, or
     assert response.status_code == 200
     doc = parse(response)
     answer = doc.one("p", cls="trace-answer").text()
-    assert answer.startswith(f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint.pk}")
+    assert answer.startswith(f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint.number}")
     assert "whose summary does not mention it" in answer
     hrefs = [a.get("href") for a in doc.find_all("a")]
     assert f"{session.get_absolute_url()}?seq=1#m-1" in hrefs
