@@ -124,7 +124,7 @@ class MessageAdmin(ReadOnlyAdmin):
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(ReadOnlyAdmin):
-    list_display = ["id", "session", "first_seq", "last_seq", "created_at_seq", "summary_tokens", "replaced_tokens", "summarizer", "created_at"]
+    list_display = ["id", "session", "number", "first_seq", "last_seq", "created_at_seq", "summary_tokens", "replaced_tokens", "summarizer", "created_at"]
     list_select_related = ["session__project"]
 
 
