@@ -322,6 +322,7 @@ def test_chromium_enforces_the_csp_and_the_dashboard_still_works_under_it(live_s
     shown = page.locator(".raw-log .msg").count()
     page.locator(".raw-log button.more-earlier").click()
     expect(page.locator(".raw-log .msg")).not_to_have_count(shown)
+    show_panel(page, "Checkpoints")
     checkpoint = page.locator(".checkpoints .checkpoint").first
     checkpoint.hover()
     lo, hi = map(int, checkpoint.get_attribute("data-covers").split("-"))
