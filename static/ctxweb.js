@@ -286,9 +286,23 @@
     if (!messages.length) { return; }
     var at = current && document.body.contains(current) ? messages.indexOf(current) : -1;
     var next = at < 0 ? firstInView(messages) : at + delta;
-    if (next < 0 || next >= messages.length) { return; }
+    if (next < 0 || next >= messages.length) {
+      // Past the loaded window: load the next one, then move on into it.
+      var more = document.querySelector(delta > 0 ? ".raw-log button.more-later" : ".raw-log button.more-earlier");
+      if (more && !pendingStep) { pendingStep = delta; more.click(); }
+      return;
+    }
     selectMessage(messages[next]);
   }
+
+  var pendingStep = 0;
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var items = document.getElementById("raw-items");
+    if (!pendingStep || !items || !(items === event.target || items.contains(event.target))) { return; }
+    var delta = pendingStep;
+    pendingStep = 0;
+    step(delta);
+  });
 
   function typing(el) {
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));

@@ -235,3 +235,24 @@ def test_the_session_page_at_1440(live_server, login, browser, users, project, s
         shot(page, f"navigate-events-1440-{scheme}")
     finally:
         context.close()
+
+
+def test_j_and_k_load_the_next_window_of_the_raw_log(live_server, login, page, project):
+    """Past the last loaded message, j loads the later window and moves into it (k likewise backwards)."""
+    append_messages(project, "window-70", [
+        {"role": "user" if i % 2 else "assistant", "content": f"Short message {i}."} for i in range(1, 71)
+    ], "browser-test")
+    login(page, "admin")
+    page.goto(session_url(live_server.url, "window-70") + "?seq=1")
+    expect(page.locator(".raw-log button.more-later")).to_be_visible()
+    last = page.locator(".raw-log .msg[data-seq]").last
+    last_seq = int(last.get_attribute("data-seq"))
+    assert last_seq < 70
+    box = page.get_by_label("Go to #")
+    box.fill(str(last_seq))
+    box.press("Enter")
+    expect(page.locator(f"#m-{last_seq}")).to_have_class(has_class("selected"))
+    page.keyboard.press("j")
+    expect(page.locator(f"#m-{last_seq + 1}")).to_have_class(has_class("selected"))
+    assert page.url.endswith(f"#m-{last_seq + 1}")
+    assert not page.js_errors
