@@ -87,8 +87,12 @@ def test_a_covered_message_names_the_checkpoint_that_first_covered_it(story):
     session, first, second = story
     explained = explain(session)
     assert [explained[seq].checkpoint for seq in (1, 2, 3, 4)] == [first, first, second, second]
-    assert str(first.pk) in explained[1].sentence
-    assert str(second.pk) in explained[3].sentence
+    # Named by their number in the session (1, 2), not their global id.
+    assert (first.number, second.number) == (1, 2)
+    assert explained[1].sentence.startswith("Covered by checkpoint 1 (messages #1–")
+    assert explained[1].sentence.endswith("now carried by checkpoint 2.")
+    assert explained[3].sentence.startswith("Covered by checkpoint 2 (messages #")
+    assert explained[1].as_dict()["checkpoint_number"] == 1 and explained[1].as_dict()["checkpoint_id"] == first.pk
 
 
 def test_a_message_in_the_input_gives_its_position(story):
