@@ -158,11 +158,15 @@
     if (side && side.hidden && tab) { tab.click(); }
   }
 
+  // Whether the rail scrolls on its own (wide screens: it sits beside the raw log and stays in view).
+  function railScrolls(side) {
+    return side.scrollHeight > side.clientHeight + 1 && getComputedStyle(side).overflowY !== "visible";
+  }
+
   // Scroll `el` into view inside the rail when the rail scrolls on its own (wide screens), else the page.
   function scrollInRail(el, block) {
     var side = rail();
-    if (side && side.contains(el) && side.scrollHeight > side.clientHeight + 1 &&
-        getComputedStyle(side).overflowY !== "visible") {
+    if (side && side.contains(el) && railScrolls(side)) {
       var nav = side.querySelector(".rail-nav");
       var offset = el.getBoundingClientRect().top - side.getBoundingClientRect().top - (nav ? nav.offsetHeight : 0) - 8;
       if (block === "center") { offset -= Math.max(0, (side.clientHeight - el.offsetHeight) / 2 - 40); }
@@ -192,7 +196,8 @@
   // covers it; scrolled into view inside the rail, without moving the page.
   function showCounterpart(msg) {
     var side = rail();
-    if (!side || side.hidden) { return; }
+    // Stacked under the log (narrow windows, phones) the rail is out of sight: the page stays put.
+    if (!side || side.hidden || getComputedStyle(side).position !== "sticky") { return; }
     var seq = msg.getAttribute("data-seq");
     var target = msg.getAttribute("data-checkpoint") ? document.getElementById("input-summary")
       : document.getElementById("input-m-" + seq);
