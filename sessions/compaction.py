@@ -200,6 +200,7 @@ def plan_compaction(
     compaction: CompactionSettings,
     pending_turn_tokens: int | None = None,
     budget: RunBudget | None = None,
+    layout: Layout | None = None,
 ) -> Plan:
     """Split the visible messages after the latest checkpoint into turns and choose what to cover.
 
@@ -210,9 +211,10 @@ def plan_compaction(
     off), and the plan says the budget was reached. No message content is read: tokens are stored
     figures, bytes are measured by the database, for the turns within the token budget only.
     `pending_turn_tokens`: a request's unpersisted messages start a new turn of that size, which is
-    then the current turn (every stored turn is older).
+    then the current turn (every stored turn is older). `layout`: the model input as laid out now, when
+    the caller has it already.
     """
-    measure = layout_model_input(session)
+    measure = layout or layout_model_input(session)
     plan = Plan(compaction, measure.tokens, measure.checkpoint)
     turns = split_turns(measure.rows)
     if turns:
