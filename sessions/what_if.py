@@ -22,6 +22,7 @@ from .errors import DomainError
 from .model_input import Layout, layout_model_input, split_turns, summary_message_tokens
 from .models import CompactionSettings, Session
 from .summarizers import SummarizerError
+from .tokens import REPLY_PRIMING
 from .validation import check_text
 
 # Summarizers that cost nothing and run offline: a preview may run them.
@@ -77,11 +78,9 @@ class Preview:
         return self.settings.summarizer
 
     @property
-    def summary_text_tokens(self) -> int:
-        """What the summary line of the projected model input costs."""
-        if self.would_compact:
-            return self.summary_tokens or 0
-        return self.base_summary_tokens
+    def reply_priming(self) -> int:
+        """What every model input costs on top of its messages (sessions.tokens)."""
+        return REPLY_PRIMING
 
 
 def number(value: int) -> str:
