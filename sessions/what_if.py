@@ -221,6 +221,7 @@ def _nothing(plan: Plan) -> str:
                 "(nothing_to_compact).")
     keep = number(plan.settings.keep_recent_tokens)
     kept = number(plan.kept_tokens)
+    since = " after the latest checkpoint" if plan.base else ""
     return (f"keep_recent_tokens {keep} keeps every turn of this {number(plan.tokens_before)}-token session: its "
-            f"{plan.turns} turns {where} add up to {kept} tokens, so nothing would be covered "
+            f"{plan.turns} turns{since} add up to {kept} tokens, so nothing would be covered "
             f"(nothing_to_compact). Lower keep_recent_tokens below {kept} to cover the oldest turns.")

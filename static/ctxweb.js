@@ -196,7 +196,17 @@
     var hi = answer ? parseInt(answer.getAttribute("data-last-seq"), 10) : NaN;
     document.querySelectorAll(".raw-log .msg[data-seq]").forEach(function (msg) {
       var seq = parseInt(msg.getAttribute("data-seq"), 10);
-      msg.classList.toggle("what-if-covered", seq >= lo && seq <= hi && !msg.classList.contains("role-system"));
+      var covered = seq >= lo && seq <= hi && !msg.classList.contains("role-system");
+      msg.classList.toggle("what-if-covered", covered);
+      var badge = msg.querySelector(":scope > header > .what-if-badge");
+      if (covered && !badge) {
+        badge = document.createElement("span");
+        badge.className = "badge what-if-badge";
+        badge.textContent = "would be covered";
+        msg.querySelector(":scope > header").insertBefore(badge, msg.querySelector(":scope > header > .tokens"));
+      } else if (!covered && badge) {
+        badge.remove();
+      }
     });
   }
   document.addEventListener("htmx:afterSettle", markWhatIf);
