@@ -147,6 +147,19 @@ def resolve_settings(session: Session, max_tokens=None, keep_recent_tokens=None,
     )
 
 
+def requested_settings(session: Session, max_tokens=None, keep_recent_tokens=None, summarizer=None,
+                       summary=None) -> CompactionSettings:
+    """The settings of a compaction asked for with these overrides; a supplied `summary` (checked here)
+    stands for the summarizer."""
+    compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
+    if summary is None:
+        return compaction
+    if not isinstance(summary, str):
+        raise DomainError("summary must be a string", code="invalid_summary")
+    check_text(summary, None, "summary")
+    return replace(compaction, summarizer="supplied")
+
+
 @dataclass
 class CurrentTurn:
     """The newest turn of a model input, which compaction always keeps whole."""
@@ -393,7 +406,7 @@ def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
     )
 
 
-def _read_covered(session: Session, plan: Plan) -> list[Message]:
+def read_covered(session: Session, plan: Plan) -> list[Message]:
     """The covered messages the model would have seen, with what a summarizer reads of them. Fetched in
     chunks over the planned range only, so a run holds no more than its budget of content."""
     wanted = set(plan.covered_seqs)
@@ -461,12 +474,7 @@ def compact(
     `on_started` is called with the COMPACTION_STARTED event in the transaction that records it (a
     queued run links its attempt to it there, so a killed run can be closed).
     """
-    compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
-    if summary is not None:
-        if not isinstance(summary, str):
-            raise DomainError("summary must be a string", code="invalid_summary")
-        check_text(summary, None, "summary")
-        compaction = replace(compaction, summarizer="supplied")
+    compaction = requested_settings(session, max_tokens, keep_recent_tokens, summarizer, summary)
 
     # 1. Plan under the row lock, and record the start.
     with transaction.atomic():
@@ -499,7 +507,7 @@ def compact(
                 **_figures(trigger, plan), reason=skip, turn_seq=turn_seq, run=started.pk,
             ))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
-        covered = [] if summary is not None else _read_covered(session, plan)
+        covered = [] if summary is not None else read_covered(session, plan)
 
     # 2. Summarize, outside any transaction.
     previous = plan.base.summary if plan.base else ""

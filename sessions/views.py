@@ -274,14 +274,21 @@ def _back(request, url):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
+def _settings_form(request, refused: str) -> CompactionSettingsForm | None:
+    """The compaction settings posted (Compact now, the What if… panel), or None after saying why not."""
+    form = CompactionSettingsForm(request.POST)
+    if form.is_valid():
+        return form
+    flash.error(request, f"{refused}: {form.problem()}")
+    return None
+
+
 @login_required
 @require_POST
 def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """Compact now, with the session's settings or those of the What if… panel."""
     session = access.get_session_for(request.user, project, key, "compact")
-    form = CompactionSettingsForm(request.POST)
-    if not form.is_valid():
-        flash.error(request, f"Not compacted: {form.problem()}")
+    if (form := _settings_form(request, "Not compacted")) is None:
         return _back(request, session_url(session))
     force, overrides = form.cleaned_data["force"], form.overrides()
     try:
@@ -338,9 +345,7 @@ def what_if(request: HttpRequest, project: str, key: str) -> HttpResponse:
 def save_compaction_settings(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """The What if… panel's settings become the session's own, through the same update as PUT /sessions/{key}."""
     session = access.get_session_for(request.user, project, key, "compact")
-    form = CompactionSettingsForm(request.POST)
-    if not form.is_valid():
-        flash.error(request, f"Settings not saved: {form.problem()}")
+    if (form := _settings_form(request, "Settings not saved")) is None:
         return _back(request, session_url(session))
     try:
         session, _ = update_session(session.project, session.key, {"compaction": form.overrides()}, actor(request))

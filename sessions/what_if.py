@@ -7,23 +7,21 @@ is never called here, its summary is estimated at the budget a run would give it
 dry run (POST .../compact with dry_run) and the session page's "What if…" panel.
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .compaction import (
     Plan,
     RunBudget,
-    _read_covered,
     plan_compaction,
-    resolve_settings,
+    read_covered,
+    requested_settings,
     summarize,
     summary_budget,
 )
-from .errors import DomainError
 from .model_input import Layout, layout_model_input, split_turns, summary_message_tokens
 from .models import CompactionSettings, Session
 from .summarizers import SummarizerError
 from .tokens import REPLY_PRIMING
-from .validation import check_text
 
 # Summarizers that cost nothing and run offline: a preview may run them.
 FREE_SUMMARIZERS = ("extractive", "supplied")
@@ -98,12 +96,7 @@ def preview_compaction(
 ) -> Preview:
     """What `compact(session, ...)` asked for by a client would do with these settings; records nothing.
     Bad settings raise DomainError (invalid_settings), as a real run would."""
-    compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
-    if summary is not None:
-        if not isinstance(summary, str):
-            raise DomainError("summary must be a string", code="invalid_summary")
-        check_text(summary, None, "summary")
-        compaction = replace(compaction, summarizer="supplied")
+    compaction = requested_settings(session, max_tokens, keep_recent_tokens, summarizer, summary)
     layout = layout_model_input(session)
     budget = RunBudget.from_settings() if summary is None else None
     plan = plan_compaction(session, compaction, None, budget, layout=layout)
@@ -129,7 +122,7 @@ def _project_summary(session: Session, plan: Plan, preview: Preview, summary: st
     if summary is None and name in FREE_SUMMARIZERS:
         previous = plan.base.summary if plan.base else ""
         try:
-            summary = summarize(name, previous, _read_covered(session, plan), summary_budget(plan)).strip()
+            summary = summarize(name, previous, read_covered(session, plan), summary_budget(plan)).strip()
         except SummarizerError as exc:
             preview.summary_error = str(exc)
     if summary is not None and not preview.summary_error:

@@ -75,6 +75,9 @@ def test_what_if_preview_compact_and_save(live_server, login, page, airline, sho
     assert projected < airline.input_tokens
     expect(page.locator("#what-if-result .what-if-input")).to_contain_text("new checkpoint's summary covering")
     shot(page, "what-if-preview")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "what-if-preview-dark")
+    page.emulate_media(color_scheme="light")
     page.locator(f"#m-{first + 1}").scroll_into_view_if_needed()
     shot(page, "what-if-raw-log-marked")
     assert Checkpoint.objects.filter(session=airline).count() == 0, "a preview stores nothing"
@@ -119,5 +122,8 @@ def test_a_viewer_previews_but_cannot_compact_or_save(live_server, login, page, 
     expect(page.locator("#what-if-result .what-if-answer")).to_contain_text("Would compact.")
     panel.scroll_into_view_if_needed()
     shot(page, "what-if-phone-viewer")
+    page.emulate_media(color_scheme="dark")
+    page.locator(".raw-log .msg.what-if-covered").first.scroll_into_view_if_needed()
+    shot(page, "what-if-phone-raw-log-dark")
     assert Checkpoint.objects.filter(session=airline).count() == 0
     assert page.js_errors == []
