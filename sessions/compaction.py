@@ -101,6 +101,7 @@ class Outcome:
     summary_tokens: int | None = None
     tokens_after: int | None = None
     events: list[Event] = field(default_factory=list)
+    explanation: str = ""  # why it was skipped, in plain words, when a response says so (sessions.what_if)
 
     @property
     def ran(self) -> bool:

@@ -549,10 +549,17 @@ class CompactionOut(Schema):
     )
     checkpoint: CheckpointOut | None = None
     events: list[EventOut]
+    explanation: str | None = Field(None, description=(
+        "skipped as under_threshold or nothing_to_compact, answered to POST .../compact: why, in plain words "
+        "(the dry run's sentence)"))
 
     @staticmethod
     def resolve_reason(outcome) -> str | None:
         return outcome.reason or None
+
+    @staticmethod
+    def resolve_explanation(outcome) -> str | None:
+        return outcome.explanation or None
 
     @staticmethod
     def resolve_error(outcome) -> str | None:

@@ -39,7 +39,7 @@ from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, 
 from .search import search_messages
 from .session_store import update_session
 from .trace import trace
-from .what_if import preview_compaction
+from .what_if import preview_compaction, why_skipped
 
 
 def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
@@ -308,11 +308,8 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
                                f"#{outcome.checkpoint.first_seq}–#{outcome.checkpoint.last_seq}; the model input went "
                                f"from {figures['tokens_before']} to {figures['tokens_after']} tokens.")
     elif outcome.status == "skipped":
-        why = ""
-        if outcome.reason in ("under_threshold", "nothing_to_compact"):
-            # The same plain sentence the What if… panel gives, for these settings as they are now.
-            why = " " + preview_compaction(session, force=force, **overrides).explanation
-        flash.warning(request, f"Compaction skipped ({outcome.reason}); nothing changed.{why}")
+        why = why_skipped(session, outcome.reason, force=force, **overrides)
+        flash.warning(request, f"Compaction skipped ({outcome.reason}); nothing changed.{' ' + why if why else ''}")
     else:
         flash.error(request, f"Compaction failed: {outcome.error}. Nothing changed.")
     return _back(request, session_url(session))

@@ -114,6 +114,14 @@ def preview_compaction(
     return preview
 
 
+def why_skipped(session: Session, reason: str, *, force: bool = False, **overrides) -> str | None:
+    """The plain sentence for a run skipped as under_threshold or nothing_to_compact, with the settings it
+    ran with (as the session is now); None for other outcomes."""
+    if reason not in ("under_threshold", "nothing_to_compact"):
+        return None
+    return preview_compaction(session, force=force, **overrides).explanation
+
+
 def _project_summary(session: Session, plan: Plan, preview: Preview, summary: str | None) -> None:
     preview.first_seq, preview.last_seq = plan.first_seq, plan.last_seq
     preview.covered_tokens, preview.replaced_tokens = plan.covered_tokens, plan.replaced_tokens

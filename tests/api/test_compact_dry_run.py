@@ -156,3 +156,21 @@ def test_the_openapi_schema_documents_the_dry_run(api):
     operation = schema["paths"]["/api/v1/sessions/{key}/compact"]["post"]
     answer = str(operation["responses"]["200"]["content"]["application/json"]["schema"])
     assert "CompactionPreviewOut" in answer and "CompactionOut" in answer
+
+
+def test_a_real_run_skipped_for_nothing_to_compact_says_why(api, four_turns):
+    outcome = api.post("/sessions/talk/compact", {"keep_recent_tokens": 20_000}).json()
+
+    assert (outcome["status"], outcome["reason"]) == ("skipped", "nothing_to_compact")
+    assert outcome["explanation"].startswith("keep_recent_tokens 20,000 keeps every turn of this 403-token session")
+
+
+def test_a_real_run_skipped_under_the_threshold_says_why(api, four_turns):
+    outcome = api.post("/sessions/talk/compact", {"max_tokens": 100_000}).json()
+
+    assert (outcome["status"], outcome["reason"]) == ("skipped", "under_threshold")
+    assert "not over max_tokens 100,000" in outcome["explanation"]
+
+
+def test_a_completed_run_has_no_explanation(api, four_turns):
+    assert api.post("/sessions/talk/compact", {}).json()["explanation"] is None
