@@ -1,6 +1,8 @@
 """POST /api/v1/sessions/{key}/compact with dry_run: what a compaction would do, with nothing stored."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from sessions.models import CompactionRun
 from sessions.summarizers import SUMMARIZERS
@@ -174,3 +176,16 @@ def test_a_real_run_skipped_under_the_threshold_says_why(api, four_turns):
 
 def test_a_completed_run_has_no_explanation(api, four_turns):
     assert api.post("/sessions/talk/compact", {}).json()["explanation"] is None
+
+
+def test_its_queries_do_not_grow_with_the_session(api):
+    """The dry run reads figures, not one row at a time: as many queries for 40 turns as for 4."""
+    counts = []
+    for key, turns in (("short", 4), ("long", 40)):
+        messages = [m for n in range(turns) for m in (user(40, f"Question {n}?"), assistant(60, f"Answer {n}."))]
+        api.put(f"/sessions/{key}", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 150, "auto": False}})
+        api.post(f"/sessions/{key}/messages", {"messages": messages})
+        with CaptureQueriesContext(connection) as queries:
+            assert dry_run(api, key).json()["would_compact"] is True
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
