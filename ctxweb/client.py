@@ -197,6 +197,7 @@ class Compaction:
     budget_reached: bool | None = None  # completed: the run stopped at its budget; another run has turns left to cover
     checkpoint: Checkpoint | None = None
     events: list[Event] = field(default_factory=list)
+    explanation: str | None = None  # skipped (under_threshold, nothing_to_compact): why, in plain words
 
     @classmethod
     def from_json(cls, data: dict | None) -> Compaction | None:

@@ -28,6 +28,7 @@ from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
 from .trace import trace as trace_fact
 from .validation import count_openai_messages
+from .what_if import preview_compaction, why_skipped
 
 router = Router(tags=["sessions"])
 
@@ -192,8 +193,10 @@ def model_input(
     return model_input_response(build_model_input(session, as_of=as_of), format)
 
 
-@router.post("/sessions/{key}/compact", response={200: s.CompactionOut, 202: s.CompactionRunOut, **WRITE_ERRORS},
-             summary="Request compaction; it runs on a background worker, waited for up to a bound",
+@router.post("/sessions/{key}/compact",
+             response={200: s.CompactionOut | s.CompactionPreviewOut, 202: s.CompactionRunOut, **WRITE_ERRORS},
+             summary="Request compaction; it runs on a background worker, waited for up to a bound. With dry_run, "
+                     "say what it would do and store nothing",
              openapi_extra={"responses": {
                  **links(200, **session_links(),
                          GetModelInputAsOf=link("model_input", key="$request.path.key",
@@ -201,14 +204,20 @@ def model_input(
                  **links(202, GetCompactionRun=run_link("$response.body#/id"))["responses"]}})
 def request_compaction(request, key: str, body: s.CompactIn):
     session = get_session(project(request), key)
-    run = enqueue_requested_compaction(session, actor(request), **body.model_dump(exclude={"wait"}, exclude_none=True))
+    options = body.model_dump(exclude={"wait", "dry_run"}, exclude_none=True)
+    if body.dry_run:
+        return preview_compaction(session, **options)
+    run = enqueue_requested_compaction(session, actor(request), **options)
     if body.wait:
         run = wait_for(run)
     else:
         run.refresh_from_db()
     if run.state in CompactionRun.ACTIVE:
         return Status(202, run)
-    return run_outcome(run)
+    outcome = run_outcome(run)
+    if outcome is not None and outcome.status == "skipped":
+        outcome.explanation = why_skipped(session, outcome.reason, **options) or ""
+    return outcome
 
 
 @router.get("/sessions/{key}/compactions/{run_id}", response={200: s.CompactionRunOut, **ERRORS},

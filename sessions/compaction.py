@@ -101,6 +101,7 @@ class Outcome:
     summary_tokens: int | None = None
     tokens_after: int | None = None
     events: list[Event] = field(default_factory=list)
+    explanation: str = ""  # why it was skipped, in plain words, when a response says so (sessions.what_if)
 
     @property
     def ran(self) -> bool:
@@ -145,6 +146,19 @@ def resolve_settings(session: Session, max_tokens=None, keep_recent_tokens=None,
         keep_recent_tokens=base.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens,
         summarizer=summarizer or base.summarizer,
     )
+
+
+def requested_settings(session: Session, max_tokens=None, keep_recent_tokens=None, summarizer=None,
+                       summary=None) -> CompactionSettings:
+    """The settings of a compaction asked for with these overrides; a supplied `summary` (checked here)
+    stands for the summarizer."""
+    compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
+    if summary is None:
+        return compaction
+    if not isinstance(summary, str):
+        raise DomainError("summary must be a string", code="invalid_summary")
+    check_text(summary, None, "summary")
+    return replace(compaction, summarizer="supplied")
 
 
 @dataclass
@@ -200,6 +214,7 @@ def plan_compaction(
     compaction: CompactionSettings,
     pending_turn_tokens: int | None = None,
     budget: RunBudget | None = None,
+    layout: Layout | None = None,
 ) -> Plan:
     """Split the visible messages after the latest checkpoint into turns and choose what to cover.
 
@@ -210,9 +225,10 @@ def plan_compaction(
     off), and the plan says the budget was reached. No message content is read: tokens are stored
     figures, bytes are measured by the database, for the turns within the token budget only.
     `pending_turn_tokens`: a request's unpersisted messages start a new turn of that size, which is
-    then the current turn (every stored turn is older).
+    then the current turn (every stored turn is older). `layout`: the model input as laid out now, when
+    the caller has it already.
     """
-    measure = layout_model_input(session)
+    measure = layout or layout_model_input(session)
     plan = Plan(compaction, measure.tokens, measure.checkpoint)
     turns = split_turns(measure.rows)
     if turns:
@@ -391,7 +407,7 @@ def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
     )
 
 
-def _read_covered(session: Session, plan: Plan) -> list[Message]:
+def read_covered(session: Session, plan: Plan) -> list[Message]:
     """The covered messages the model would have seen, with what a summarizer reads of them. Fetched in
     chunks over the planned range only, so a run holds no more than its budget of content."""
     wanted = set(plan.covered_seqs)
@@ -459,12 +475,7 @@ def compact(
     `on_started` is called with the COMPACTION_STARTED event in the transaction that records it (a
     queued run links its attempt to it there, so a killed run can be closed).
     """
-    compaction = resolve_settings(session, max_tokens, keep_recent_tokens, summarizer)
-    if summary is not None:
-        if not isinstance(summary, str):
-            raise DomainError("summary must be a string", code="invalid_summary")
-        check_text(summary, None, "summary")
-        compaction = replace(compaction, summarizer="supplied")
+    compaction = requested_settings(session, max_tokens, keep_recent_tokens, summarizer, summary)
 
     # 1. Plan under the row lock, and record the start.
     with transaction.atomic():
@@ -497,7 +508,7 @@ def compact(
                 **_figures(trigger, plan), reason=skip, turn_seq=turn_seq, run=started.pk,
             ))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
-        covered = [] if summary is not None else _read_covered(session, plan)
+        covered = [] if summary is not None else read_covered(session, plan)
 
     # 2. Summarize, outside any transaction.
     previous = plan.base.summary if plan.base else ""

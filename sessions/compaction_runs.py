@@ -27,12 +27,11 @@ from .compaction import (
     close_interrupted,
     compact,
     compact_if_needed,
-    resolve_settings,
+    requested_settings,
     run_closed,
 )
 from .errors import Conflict, DomainError
 from .models import Checkpoint, CompactionRun, CompactionSettings, Event, Role, Session
-from .validation import check_text
 
 State = CompactionRun.State
 FINISHED = (State.COMPLETED, State.SKIPPED, State.FAILED)
@@ -117,11 +116,8 @@ def request_compaction(session: Session, actor: str, **options) -> CompactionRun
     """A compaction asked for by a client (POST .../compact, the dashboard), its options checked here
     so bad ones are refused before anything is stored. 409 when the session already has a run queued
     or running: a request carries its own settings, so it cannot join it."""
-    resolve_settings(session, options.get("max_tokens"), options.get("keep_recent_tokens"), options.get("summarizer"))
-    if options.get("summary") is not None:
-        if not isinstance(options["summary"], str):
-            raise DomainError("summary must be a string", code="invalid_summary")
-        check_text(options["summary"], None, "summary")
+    requested_settings(session, options.get("max_tokens"), options.get("keep_recent_tokens"), options.get("summarizer"),
+                       options.get("summary"))
     run, created = enqueue_compaction(session, trigger="request", actor=actor, options=options)
     if not created:
         raise Conflict(

@@ -10,6 +10,7 @@ from django.utils import timezone
 from .listing import SORTS, SessionFilters
 from .models import Role
 from .search import SearchFilters
+from .summarizers import SUMMARIZERS
 
 PAGE_SIZES = (25, 50, 100)
 SORT_LABELS = {"activity": "last activity", "tokens": "raw tokens", "input": "model-input tokens",
@@ -92,3 +93,22 @@ class MessageSearchForm(DayRangeForm):
             until=self.until(),
             has_checkpoint=data.get("has_checkpoint", False),
         )
+
+
+class CompactionSettingsForm(forms.Form):
+    """Compaction settings a person tries on the session page ("What if…", "Compact now"): each left
+    empty keeps the session's own. An error names its field."""
+
+    max_tokens = forms.IntegerField(min_value=0, max_value=100_000_000, required=False)
+    keep_recent_tokens = forms.IntegerField(min_value=0, max_value=100_000_000, required=False)
+    summarizer = forms.ChoiceField(choices=[("", "")] + [(name, name) for name in SUMMARIZERS], required=False)
+    force = forms.BooleanField(required=False)
+
+    def overrides(self) -> dict:
+        """The settings given, for sessions.what_if / compaction_runs (call once the form is valid)."""
+        data = self.cleaned_data
+        return {name: data[name] for name in ("max_tokens", "keep_recent_tokens", "summarizer") if data.get(name) not in (None, "")}
+
+    def problem(self) -> str:
+        """The errors, each after the name of its field."""
+        return " ".join(f"{name}: {' '.join(errors)}" for name, errors in self.errors.items())

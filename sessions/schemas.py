@@ -340,6 +340,9 @@ class CompactIn(Strict):
     wait: StrictBool = Field(True, description=(
         "wait for the run to finish, at most CTXWEB_COMPACTION_WAIT_SECONDS (default 20); when it has not "
         "finished by then, or with wait=false, the answer is 202 with the run, readable at its url"))
+    dry_run: StrictBool = Field(False, description=(
+        "only say what a compaction with these settings would do (a CompactionPreviewOut): nothing is stored, "
+        "no run, event or checkpoint; an LLM summarizer is not called (its summary is estimated)"))
 
 
 class TokensIn(BaseModel):
@@ -548,10 +551,17 @@ class CompactionOut(Schema):
     )
     checkpoint: CheckpointOut | None = None
     events: list[EventOut]
+    explanation: str | None = Field(None, description=(
+        "skipped as under_threshold or nothing_to_compact, answered to POST .../compact: why, in plain words "
+        "(the dry run's sentence)"))
 
     @staticmethod
     def resolve_reason(outcome) -> str | None:
         return outcome.reason or None
+
+    @staticmethod
+    def resolve_explanation(outcome) -> str | None:
+        return outcome.explanation or None
 
     @staticmethod
     def resolve_error(outcome) -> str | None:
@@ -586,6 +596,38 @@ class CompactionOut(Schema):
     @staticmethod
     def resolve_budget_reached(outcome) -> bool | None:
         return outcome.plan.budget_reached if outcome.checkpoint is not None else None
+
+
+class CompactionPreviewSettingsOut(Schema):
+    max_tokens: int
+    keep_recent_tokens: int
+    summarizer: str
+
+
+class CompactionPreviewOut(Schema):
+    """What a compaction would do now with the settings given (dry_run: true); nothing was stored
+    (sessions.what_if.Preview)."""
+
+    dry_run: Literal[True] = True
+    would_compact: bool = Field(description="a run asked for now with these settings would create a checkpoint")
+    reason: Literal["under_threshold", "nothing_to_compact", "not_smaller"] | None = Field(
+        None, description="why it would not, as a run would record it in COMPACTION_SKIPPED")
+    explanation: str = Field(description="in plain words: what would be covered, or why nothing would be")
+    first_seq: int | None = Field(None, description="first message the new checkpoint would cover")
+    last_seq: int | None = Field(None, description="last message it would cover (the cut)")
+    covered_turns: int
+    covered_tokens: int = Field(description="what the covered messages add to the model input now")
+    replaced_tokens: int = Field(description="covered tokens plus the latest checkpoint's summary, which the new one replaces")
+    tokens_before: int = Field(description="the model input now")
+    tokens_after: int = Field(description="the model input projected after the compaction (tokens_before when none)")
+    summary_tokens: int | None = Field(None, description="the new summary message, projected")
+    summary_estimated: bool = Field(description=(
+        "summary_tokens is an estimate (the most the summarizer may use): an LLM summarizer is never called "
+        "by a dry run"))
+    summary: str | None = Field(None, description="the projected summary, when the summarizer is the offline extractive one")
+    budget_reached: bool = Field(description="one run would stop at its budget and leave older turns to another run")
+    force: bool
+    settings: CompactionPreviewSettingsOut = Field(description="the settings used: the session's, overridden by the request")
 
 
 class CompactionRunOut(Schema):

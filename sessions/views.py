@@ -18,7 +18,7 @@ from .errors import DomainError
 from .events import actor, event_record_json, newest_events
 from .exports import export_response
 from .facts import not_in_summary
-from .forms import PAGE_SIZES, MessageSearchForm, SessionListForm
+from .forms import PAGE_SIZES, CompactionSettingsForm, MessageSearchForm, SessionListForm
 from .inspection import (
     chart_svg_data,
     checkpoint_as_of,
@@ -37,7 +37,9 @@ from .models import Membership, Role, Session
 from .next_request import sent_request
 from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, set_tags, tag_names
 from .search import search_messages
+from .session_store import update_session
 from .trace import trace
+from .what_if import preview_compaction, why_skipped
 
 
 def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
@@ -274,12 +276,25 @@ def _back(request, url):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
+def _settings_form(request, refused: str) -> CompactionSettingsForm | None:
+    """The compaction settings posted (Compact now, the What if… panel), or None after saying why not."""
+    form = CompactionSettingsForm(request.POST)
+    if form.is_valid():
+        return form
+    flash.error(request, f"{refused}: {form.problem()}")
+    return None
+
+
 @login_required
 @require_POST
 def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """Compact now, with the session's settings or those of the What if… panel."""
     session = access.get_session_for(request.user, project, key, "compact")
+    if (form := _settings_form(request, "Not compacted")) is None:
+        return _back(request, session_url(session))
+    force, overrides = form.cleaned_data["force"], form.overrides()
     try:
-        run = request_compaction(session, actor(request), force=bool(request.POST.get("force")))
+        run = request_compaction(session, actor(request), force=force, **overrides)
     except DomainError as exc:
         flash.error(request, f"Not compacted: {exc.detail}")
         return _back(request, session_url(session))
@@ -295,9 +310,51 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
                                f"#{outcome.checkpoint.first_seq}–#{outcome.checkpoint.last_seq}; the model input went "
                                f"from {figures['tokens_before']} to {figures['tokens_after']} tokens.")
     elif outcome.status == "skipped":
-        flash.warning(request, f"Compaction skipped ({outcome.reason}); nothing changed.")
+        why = why_skipped(session, outcome.reason, force=force, **overrides)
+        flash.warning(request, f"Compaction skipped ({outcome.reason}); nothing changed.{' ' + why if why else ''}")
     else:
         flash.error(request, f"Compaction failed: {outcome.error}. Nothing changed.")
+    return _back(request, session_url(session))
+
+
+@login_required
+@require_GET
+def what_if(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """The What if… panel's preview: what a compaction with the settings given would do. Stores nothing,
+    so anyone who may see the session may ask."""
+    session = access.get_session_for(request.user, project, key)
+    form = CompactionSettingsForm(request.GET)
+    context = {"session": session, "perms": access.permissions(request.user, session.project),
+               "compaction": session.compaction_settings(), "form": form}
+    status = 200
+    if not form.is_valid():
+        context["error"], status = form.problem(), 422
+    else:
+        try:
+            context["preview"] = preview_compaction(session, force=form.cleaned_data["force"], **form.overrides())
+        except DomainError as exc:
+            context["error"], status = exc.detail, exc.status
+    # Without htmx (no script), the panel and its answer on a page of their own.
+    template = "sessions/_what_if_result.html" if request.htmx else "sessions/what_if.html"
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_POST
+def save_compaction_settings(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """The What if… panel's settings become the session's own, through the same update as PUT /sessions/{key}."""
+    session = access.get_session_for(request.user, project, key, "compact")
+    if (form := _settings_form(request, "Settings not saved")) is None:
+        return _back(request, session_url(session))
+    try:
+        session, _ = update_session(session.project, session.key, {"compaction": form.overrides()}, actor(request))
+    except DomainError as exc:
+        flash.error(request, f"Settings not saved: {exc.detail}")
+        return _back(request, session_url(session))
+    compaction = session.compaction_settings()
+    flash.success(request, f"Saved: this session now compacts above max_tokens {compaction.max_tokens:,}, keeps "
+                           f"keep_recent_tokens {compaction.keep_recent_tokens:,} and summarizes with "
+                           f"{compaction.summarizer}.")
     return _back(request, session_url(session))
 
 

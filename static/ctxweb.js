@@ -403,4 +403,34 @@
   }
   document.addEventListener("DOMContentLoaded", function () { makeScrollBoxesFocusable(); });
   document.addEventListener("htmx:afterSettle", function (event) { makeScrollBoxesFocusable(event.target); });
+
+  // The What if… panel: its answer marks the raw messages a compaction with those settings would cover
+  // (again whenever more of the raw log is loaded), and a refused preview (422) still shows its error.
+  function markWhatIf() {
+    var answer = document.querySelector("#what-if-result[data-first-seq]");
+    var lo = answer ? parseInt(answer.getAttribute("data-first-seq"), 10) : NaN;
+    var hi = answer ? parseInt(answer.getAttribute("data-last-seq"), 10) : NaN;
+    document.querySelectorAll(".raw-log .msg[data-seq]").forEach(function (msg) {
+      var seq = parseInt(msg.getAttribute("data-seq"), 10);
+      var covered = seq >= lo && seq <= hi && !msg.classList.contains("role-system");
+      msg.classList.toggle("what-if-covered", covered);
+      var badge = msg.querySelector(":scope > header > .what-if-badge");
+      if (covered && !badge) {
+        badge = document.createElement("span");
+        badge.className = "badge what-if-badge";
+        badge.textContent = "would be covered";
+        msg.querySelector(":scope > header").insertBefore(badge, msg.querySelector(":scope > header > .tokens"));
+      } else if (!covered && badge) {
+        badge.remove();
+      }
+    });
+  }
+  document.addEventListener("htmx:afterSettle", markWhatIf);
+  document.addEventListener("DOMContentLoaded", markWhatIf);
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr.status === 422 && event.detail.target && event.detail.target.id === "what-if-result") {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
 })();

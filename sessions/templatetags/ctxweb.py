@@ -4,6 +4,7 @@ from django import template
 
 from sessions import events
 from sessions.inspection import palette_colour
+from sessions.summarizers import SUMMARIZERS
 
 register = template.Library()
 
@@ -55,3 +56,20 @@ def checkpoint_number(checkpoint_id, numbers) -> int | str:
 def session_url(session, name: str, *args) -> str:
     """The URL of one of a session's pages or fragments: {% session_url session 'session_log' %}."""
     return session.url(name, *args)
+
+
+@register.inclusion_tag("sessions/_what_if.html", takes_context=True)
+def what_if_panel(context, form=None, preview=None, error=None):
+    """The session page's What if… panel, its fields filled with what was asked (`form`) or else the
+    session's effective compaction settings."""
+    session = context["session"]
+    return {
+        "session": session,
+        "perms": context.get("perms") or {},
+        "compaction": context.get("compaction") or session.compaction_settings(),
+        "summarizers": list(SUMMARIZERS),
+        "given": form.data if form is not None else {},
+        "preview": preview,
+        "error": error,
+        "csrf_token": context.get("csrf_token"),
+    }

@@ -55,6 +55,7 @@ def site(live_server, users, demo):
         "trace fragment": f"{airline_url}trace/?q=refund",
         "full message fragment": f"{long_url}messages/2/",
         "older raw log fragment": f"{long_url}log/?before=200",
+        "what-if preview fragment": f"{airline_url}what-if/?keep_recent_tokens=0&force=1",
     }
     return {"base": live_server.url, "pages": pages, "fragments": fragments, "session": long_url}
 

@@ -162,6 +162,8 @@ ROUTES = {
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),
     "session_compact": Write(EDITOR, lambda w: [{"force": "1"}]),
+    "session_what_if": Read(query={"keep_recent_tokens": "0", "force": "1"}),
+    "session_save_compaction": Write(EDITOR, lambda w: [{"max_tokens": "3000", "keep_recent_tokens": "100"}]),
     "message_include": Write(EDITOR, lambda w: [{"include": "0"}]),
     "note_add": Write(VIEWER, lambda w: [{"text": "a crafted note", "seq": str(w.story.result)}]),
     "note_edit": Write(VIEWER, lambda w: [{"text": "crafted edit"}, {"delete": "1"}], author_only=True),
