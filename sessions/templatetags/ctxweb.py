@@ -2,7 +2,7 @@ import json
 
 from django import template
 
-from sessions import events
+from sessions import events, session_metadata
 from sessions.inspection import palette_colour
 
 register = template.Library()
@@ -47,3 +47,27 @@ def checkpoint_palette(index: int) -> int:
 def session_url(session, name: str, *args) -> str:
     """The URL of one of a session's pages or fragments: {% session_url session 'session_log' %}."""
     return session.url(name, *args)
+
+
+@register.filter
+def compact_json(value) -> str:
+    """A JSON value on one line, for a table cell."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+@register.filter
+def attribute_groups(attributes) -> tuple[list, list]:
+    """(shown, folded) attribute items of a message (sessions.session_metadata.attribute_groups)."""
+    return session_metadata.attribute_groups(attributes)
+
+
+@register.simple_tag
+def folded(text, tokens=0):
+    """A long text's preview and rest, or None (sessions.session_metadata.fold_text)."""
+    return session_metadata.fold_text(text if isinstance(text, str) else "", tokens or 0)
+
+
+@register.inclusion_tag("sessions/_metadata.html")
+def metadata_panel(session):
+    """The session page's metadata panel: metadata, import source, parent and sub-agent sessions."""
+    return {"session": session, **session_metadata.metadata_panel(session)}
