@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from .models import Session
+from .models import Message, Session
 
 # Metadata keys the panel shows in sections of their own rather than in its table.
 IMPORT_KEY = "imported_from"
@@ -39,6 +39,7 @@ class MetadataItem:
     value: object
     is_text: bool
     shown: str  # the value as text (JSON when it is not text)
+    preview: str  # the value on one line (compact JSON when it is not text)
     folded: bool  # longer than VALUE_SHOWN: shown behind <details>
 
 
@@ -56,7 +57,8 @@ def metadata_items(metadata: dict) -> list[MetadataItem]:
             continue
         is_text = isinstance(value, str)
         shown = value if is_text else json.dumps(value, indent=2, ensure_ascii=False, default=str)
-        items.append(MetadataItem(key, value, is_text, shown, len(shown) > VALUE_SHOWN))
+        preview = value if is_text else json.dumps(value, ensure_ascii=False, default=str)
+        items.append(MetadataItem(key, value, is_text, shown, preview, len(shown) > VALUE_SHOWN))
     return items
 
 
@@ -89,9 +91,19 @@ def relatives(session: Session) -> dict:
             parent = other
         else:
             children.append(other)
+    call_id = metadata.get("parent_tool_call_id")
     return {"parent": parent, "parent_key": parent_key, "sub_agents": children,
-            "parent_tool_call_id": metadata.get("parent_tool_call_id"),
+            "parent_tool_call_id": call_id, "parent_call_seq": _call_seq(parent, call_id),
             "missing_sub_agents": sorted(set(listed) - {c.key for c in children})}
+
+
+def _call_seq(parent: Session | None, call_id) -> int | None:
+    """The seq of the parent's message holding the tool call that started a sub-agent: the call its
+    result (the sub-agent's answer) points at."""
+    if parent is None or not isinstance(call_id, str) or not call_id:
+        return None
+    return (Message.objects.filter(session=parent, tool_call_id=call_id, call_seq__isnull=False)
+            .values_list("call_seq", flat=True).first())
 
 
 def metadata_panel(session: Session) -> dict:

@@ -195,8 +195,13 @@ def test_the_panel_links_a_parent_to_its_sub_agents_and_each_sub_agent_back(view
     assert [a.get("href") for a in links] == [s.get_absolute_url() for s in subs]
 
     back = panel(viewer_client, subs[0]).one(cls="parent-session")
-    assert back.one("a").get("href") == parent.get_absolute_url()
-    assert subs[0].metadata["parent_tool_call_id"] in back.text()
+    call_id = subs[0].metadata["parent_tool_call_id"]
+    assert back.find("a", cls="key").get("href") == parent.get_absolute_url()
+    assert call_id in back.text()
+    # ... and to the parent's message holding the tool call that started it.
+    call_seq = parent.messages.get(tool_call_id=call_id).call_seq
+    assert any(call["id"] == call_id for call in parent.messages.get(seq=call_seq).tool_calls)
+    assert back.one("a", cls="parent-call").get("href") == f"{parent.get_absolute_url()}?seq={call_seq}#m-{call_seq}"
 
 
 def test_relatives_are_found_with_one_query(project):
