@@ -53,6 +53,8 @@ def test_a_benchmark_runs_reward_and_task_are_in_the_metadata_panel(live_server,
     expect(info.locator("pre")).to_be_visible()
     expect(info.locator("pre")).to_contain_text("aarav_garcia_1177")
     shot(page, "metadata-panel-tau-bench-task-open")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "metadata-panel-tau-bench-dark")
 
 
 def test_a_long_system_prompt_is_folded_with_its_token_count_and_shows_whole_on_demand(live_server, login, page, tau_bench, shot):
@@ -132,6 +134,8 @@ def test_claude_code_attributes_are_folded_with_n_more(live_server, login, page,
     expect(more.locator("th", has_text="parentUuid")).to_be_visible()
     message.scroll_into_view_if_needed()
     shot(page, "metadata-attributes-open")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "metadata-attributes-open-dark")
 
 
 def test_the_sessions_list_shows_and_sorts_by_a_metadata_column(live_server, login, page, tau_bench, shot):
