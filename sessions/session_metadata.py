@@ -14,6 +14,9 @@ IMPORT_KEY = "imported_from"
 LINK_KEYS = ("parent_session", "sidechains", "sidechain", "parent_tool_call_id")
 # A metadata value longer than this, as text or JSON, is folded behind its first characters.
 VALUE_SHOWN = 160
+# An object in the metadata is listed key by key, at most this deep and in at most this many rows.
+NESTED_DEPTH = 3
+NESTED_ROWS = 12
 
 # Attributes a source application writes for its own bookkeeping: ids linking its lines, where and by
 # which version it ran, the raw API envelope, a structured copy of a tool's result. Real files:
@@ -49,16 +52,32 @@ class Folded:
     rest: str
 
 
+def _item(key: str, value) -> MetadataItem:
+    is_text = isinstance(value, str)
+    shown = value if is_text else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    preview = value if is_text else json.dumps(value, ensure_ascii=False, default=str)
+    return MetadataItem(key, value, is_text, shown, preview, len(shown) > VALUE_SHOWN)
+
+
+def _leaves(path: str, value, depth: int) -> list[tuple[str, object]]:
+    """A nested object's values under dotted paths (the list's `column=info.task.user_id`), down to
+    NESTED_DEPTH keys; lists and deeper objects stay whole."""
+    if not isinstance(value, dict) or not value or depth >= NESTED_DEPTH:
+        return [(path, value)]
+    return [leaf for key, inner in value.items() for leaf in _leaves(f"{path}.{key}", inner, depth + 1)]
+
+
 def metadata_items(metadata: dict) -> list[MetadataItem]:
-    """The metadata the panel lists in its table, in stored order."""
+    """The metadata the panel lists in its table, in stored order. An object is listed key by key (a
+    benchmark's `info.task.instruction` shows as text) unless that makes more than NESTED_ROWS rows."""
     items = []
     for key, value in (metadata or {}).items():
         if key == IMPORT_KEY or key in LINK_KEYS:
             continue
-        is_text = isinstance(value, str)
-        shown = value if is_text else json.dumps(value, indent=2, ensure_ascii=False, default=str)
-        preview = value if is_text else json.dumps(value, ensure_ascii=False, default=str)
-        items.append(MetadataItem(key, value, is_text, shown, preview, len(shown) > VALUE_SHOWN))
+        leaves = _leaves(key, value, 1)
+        if len(leaves) > NESTED_ROWS:
+            leaves = [(key, value)]
+        items += [_item(path, inner) for path, inner in leaves]
     return items
 
 

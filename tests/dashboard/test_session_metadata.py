@@ -177,10 +177,13 @@ def test_the_panel_shows_a_benchmark_runs_reward_and_task_and_where_it_was_impor
     items = {dt.text(): dt.parent.one("dd") for dt in found.find_all("dt")}
     assert items["reward"].text() == "0.0"
     assert items["task_id"].text() == "0"
-    # The long task description is folded behind its first characters, and whole inside.
-    info = items["info"].one("details", cls="metadata-value")
-    assert "characters" in info.one("summary").text()
-    assert "mia_li_3668" in info.one("pre").text()
+    # Nested objects are listed key by key under the dotted paths the list's `column` takes ...
+    assert items["info.task.user_id"].text() == "mia_li_3668"
+    # ... and a long value is folded behind its first characters, whole inside.
+    instruction = items["info.task.instruction"].one("details", cls="metadata-value")
+    assert instruction.one("summary").text().startswith("You are mia_li_3668") and "characters" in instruction.one("summary").text()
+    assert run.metadata["info"]["task"]["instruction"] in instruction.one("div", cls="text").text()
+    assert '"name": "book_reservation"' in items["info.task.actions"].one("pre").text()
     source = found.one(cls="import-source").text()
     assert "tau-bench-gpt-4o-airline.json" in source and "openai" in source
 
@@ -219,6 +222,13 @@ def test_a_sub_agent_whose_parent_is_not_stored_names_it_without_a_link(viewer_c
     orphan = make_session(project, "agent-x", {"sidechain": True, "parent_session": "gone"})
     back = panel(viewer_client, orphan).one(cls="parent-session")
     assert back.find("a") is None and "gone" in back.text() and "not stored here" in back.text()
+
+
+def test_an_object_with_many_keys_is_listed_whole_as_json(viewer_client, project):
+    wide = make_session(project, "wide", {"scores": {f"s{i}": i for i in range(20)}, "deep": {"a": {"b": {"c": 1}}}})
+    items = {dt.text(): dt.parent.one("dd") for dt in panel(viewer_client, wide).find_all("dt")}
+    assert set(items) == {"scores", "deep.a.b"}
+    assert '"s19": 19' in items["scores"].text() and '"c": 1' in items["deep.a.b"].text()
 
 
 def test_a_session_without_metadata_has_no_panel(viewer_client, project):
