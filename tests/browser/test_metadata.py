@@ -2,6 +2,7 @@
 Claude Code session to its sub-agents and back, the sessions list with a metadata column sorted by it,
 and quiet messages (attributes folded behind "n more", a long system prompt folded to a preview)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,15 @@ def test_a_benchmark_runs_reward_and_task_are_in_the_metadata_panel(live_server,
     login(page, "viewer")
     page.goto(session_url(live_server.url, tau_bench.key))
     panel = page.locator("#metadata")
-    reward = panel.locator(".metadata-item", has=page.locator("dt", has_text="reward"))
-    expect(reward.locator("dd")).to_have_text("1.0")
-    expect(panel.locator(".metadata-item", has=page.locator("dt", has_text="task_id")).locator("dd")).to_have_text("6")
+
+    def value(key):
+        return panel.locator(".metadata-item", has=page.locator("dt", has_text=re.compile(f"^{re.escape(key)}$"))).locator("dd")
+
+    expect(value("reward")).to_have_text("1.0")
+    expect(value("task_id")).to_have_text("6")
+    expect(value("info.task.user_id")).to_have_text("aarav_garcia_1177")
     expect(panel.locator(".import-source")).to_contain_text("tau-bench-gpt-4o-airline.json")
-    task = panel.locator(".metadata-item", has=page.locator("dt", has_text="info.task.instruction")).locator("details")
+    task = value("info.task.instruction").locator("details")
     expect(task.locator("summary")).to_contain_text("You are aarav_garcia_1177")
     expect(task.locator(".text")).not_to_be_visible()
     shot(page, "metadata-panel-tau-bench")
@@ -124,7 +129,7 @@ def test_claude_code_attributes_are_folded_with_n_more(live_server, login, page,
     attributes = message.locator("details.attributes")
     summary = attributes.locator("> summary")
     expect(summary).to_contain_text("more")
-    expect(summary).to_have_text(__import__("re").compile(r"attributes · \d+ shown · \d+ more"))
+    expect(summary).to_have_text(re.compile(r"attributes · \d+ shown · \d+ more"))
     expect(attributes.locator("table").first).to_be_hidden()
     shot(page, "metadata-attributes-folded")
     summary.click()
