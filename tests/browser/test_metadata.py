@@ -4,6 +4,7 @@ and quiet messages (attributes folded behind "n more", a long system prompt fold
 
 import re
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import expect
@@ -175,3 +176,16 @@ def test_a_bad_metadata_parameter_is_a_form_error_on_the_list(live_server, login
     response = page.goto(live_server.url + "/?column=no%20spaces&sort=meta:")
     assert response.status == 200
     expect(page.locator(".form-errors li")).to_have_count(2)
+
+
+def test_a_page_opened_to_look_for_a_term_unfolds_the_texts_holding_it(live_server, login, page, tau_bench):
+    login(page, "viewer")
+    system = tau_bench.messages.get(seq=1)
+    phrase = system.text[2000:2030]
+    page.goto(session_url(live_server.url, tau_bench.key) + "?" + urlencode({"q": phrase}))
+    raw = page.locator("#m-1")
+    expect(raw.locator(".fold-rest")).to_be_visible()
+    expect(raw.locator(".fold-rest")).to_contain_text(phrase)
+    # A folded text without the term stays folded.
+    page.goto(session_url(live_server.url, tau_bench.key) + "?q=no-such-phrase-anywhere")
+    expect(page.locator("#m-1 .fold-rest")).to_be_hidden()
