@@ -292,3 +292,13 @@ def test_a_folded_message_asked_for_by_seq_opens_whole(viewer_client, project):
     message = doc.one("article", id="m-1")
     assert message.find("div", cls="folded") is None
     assert "THE LAST RULE" in message.one("div", cls="text").text()
+
+
+@pytest.mark.parametrize("params", [
+    {"column": "0", "sort": "meta:0"}, {"meta": "0:1"}, {"meta": "reward:null"}, {"meta": "reward:[1, 2]"},
+    {"meta": "reward:{\"a\": 1}"}, {"meta": "info.task:x"}, {"column": "info.task.actions.0.name"},
+])
+def test_odd_but_well_formed_metadata_parameters_answer_without_error(viewer_client, runs, params):
+    response = viewer_client.get(LIST, params)
+    assert response.status_code == 200
+    assert form_errors(response) == []
