@@ -2,12 +2,14 @@
 does not parse (`from=2026-13-45`, an unknown sort) is a form error shown on the page; the page is then
 filtered by the parameters that did parse."""
 
+import json
+import re
 from datetime import datetime, time
 
 from django import forms
 from django.utils import timezone
 
-from .listing import SORTS, SessionFilters
+from .listing import META_SORT, SORTS, MetadataFilter, SessionFilters
 from .models import Role
 from .search import SearchFilters
 from .summarizers import SUMMARIZERS
@@ -16,6 +18,10 @@ PAGE_SIZES = (25, 50, 100)
 SORT_LABELS = {"activity": "last activity", "tokens": "raw tokens", "input": "model-input tokens",
                "messages": "messages"}
 DATE_ERROR = "Enter a date as YYYY-MM-DD."
+# A metadata key as the list's parameters name it: words, digits, `_` and `-`, a dot between the keys of
+# nested objects (`info.task.user_id`).
+METADATA_PATH = re.compile(r"[A-Za-z0-9_-]{1,100}(\.[A-Za-z0-9_-]{1,100}){0,4}")
+PATH_ERROR = "Name a metadata key with letters, digits, _ and -, and dots between nested keys (e.g. info.task.user_id)."
 
 
 class DayRangeForm(forms.Form):
@@ -44,6 +50,46 @@ class DayRangeForm(forms.Form):
         return timezone.make_aware(datetime.combine(day, time.max)) if day else None
 
 
+def metadata_path(text: str) -> tuple[str, ...]:
+    if not METADATA_PATH.fullmatch(text):
+        raise forms.ValidationError(PATH_ERROR)
+    return tuple(text.split("."))
+
+
+class ManyValues(forms.TextInput):
+    """Every value a parameter is given (`meta=a&meta=b`), not only the last."""
+
+    def value_from_datadict(self, data, files, name):
+        return data.getlist(name) if hasattr(data, "getlist") else data.get(name)
+
+
+class MetadataFiltersField(forms.Field):
+    """`meta=key` (has the key) or `meta=key:value`, once or more: MetadataFilter items."""
+
+    widget = ManyValues
+    MAX = 5
+
+    def to_python(self, value) -> tuple[MetadataFilter, ...]:
+        values = [v.strip() for v in (value if isinstance(value, list) else [value or ""]) if v and v.strip()]
+        if len(values) > self.MAX:
+            raise forms.ValidationError(f"Filter on at most {self.MAX} metadata keys.")
+        found = []
+        for item in values:
+            if len(item) > 500:
+                raise forms.ValidationError("A metadata filter is at most 500 characters.")
+            key, colon, text = item.partition(":")
+            path = metadata_path(key.strip())
+            if not colon:
+                found.append(MetadataFilter(path))
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = text
+            found.append(MetadataFilter(path, value, text))
+        return tuple(found)
+
+
 class SessionListForm(DayRangeForm):
     day_labels = ("active from", "active to")
     q = forms.CharField(required=False, max_length=200, label="search")
@@ -52,7 +98,9 @@ class SessionListForm(DayRangeForm):
     has_checkpoints = forms.BooleanField(required=False, label="has checkpoints")
     failed = forms.BooleanField(required=False, label="had a failed compaction")
     lost_facts = forms.BooleanField(required=False, label="latest summary lost facts")
-    sort = forms.ChoiceField(required=False, choices=[(name, SORT_LABELS[name]) for name in SORTS])
+    sort = forms.CharField(required=False, max_length=120)
+    meta = MetadataFiltersField(required=False, label="metadata")
+    column = forms.CharField(required=False, max_length=120, label="metadata column")
     size = forms.TypedChoiceField(required=False, coerce=int, choices=[(n, str(n)) for n in PAGE_SIZES],
                                   empty_value=PAGE_SIZES[0], label="per page")
 
@@ -68,7 +116,22 @@ class SessionListForm(DayRangeForm):
             since=self.since(),
             until=self.until(),
             sort=data.get("sort") or "activity",
+            meta=data.get("meta", ()),
+            column=data.get("column") or (),
         )
+
+    def clean_sort(self) -> str:
+        sort = self.cleaned_data["sort"]
+        if not sort or sort in SORTS:
+            return sort
+        if sort.startswith(META_SORT):
+            return META_SORT + ".".join(metadata_path(sort.removeprefix(META_SORT)))
+        choices = ", ".join(SORTS)
+        raise forms.ValidationError(f"Sort by one of {choices}, or by a metadata key as meta:<key>.")
+
+    def clean_column(self) -> tuple[str, ...]:
+        column = self.cleaned_data["column"].strip()
+        return metadata_path(column) if column else ()
 
     def page_size(self) -> int:
         return self.valid().get("size") or PAGE_SIZES[0]

@@ -77,16 +77,21 @@ def session_list(request: HttpRequest) -> HttpResponse:
                      "percent": round(100 * s.input_tokens / max(compaction.max_tokens, 1))})
     query = request.GET.copy()
     query.pop("page", None)
+    unsorted = query.copy()
+    unsorted.pop("sort", None)
     context = {
         "form": form,
         "page": page,
         "rows": rows,
         "sort": filters.sort,
+        "column": ".".join(filters.column),
+        "meta_filters": [v for v in request.GET.getlist("meta") if v.strip()],
         "size": size,
         "sizes": PAGE_SIZES,
         "projects": access.projects_for(request.user),
         "params": request.GET,
         "query": query.urlencode(),
+        "unsorted_query": unsorted.urlencode(),
     }
     template = "sessions/_session_rows.html" if request.htmx and request.htmx.target == "session-rows" else "sessions/list.html"
     return render(request, template, context)

@@ -434,3 +434,45 @@
     }
   });
 })();
+
+// Long texts are folded to a preview (templates/sessions/_text.html): the rest is hidden="until-found",
+// so the browser's find reveals it by itself ("beforematch"); "Show all" reveals it, and folds it again.
+(function () {
+  "use strict";
+
+  function setFolded(text, folded) {
+    var rest = text.querySelector(":scope > .fold-rest");
+    if (!rest) { return; }
+    if (folded) { rest.setAttribute("hidden", "until-found"); } else { rest.removeAttribute("hidden"); }
+    text.classList.toggle("unfolded", !folded);
+    var note = text.nextElementSibling;
+    var button = note && note.querySelector(".fold-toggle");
+    if (button) {
+      button.setAttribute("aria-expanded", folded ? "false" : "true");
+      button.firstChild.nodeValue = folded ? "Show all " : "Fold ";
+    }
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest(".fold-toggle");
+    if (!button) { return; }
+    var text = button.closest(".fold-note").previousElementSibling;
+    if (text && text.classList.contains("folded")) { setFolded(text, text.classList.contains("unfolded")); }
+  });
+
+  document.addEventListener("beforematch", function (event) {
+    var text = event.target.closest && event.target.closest(".text.folded");
+    if (text) { setFolded(text, false); }
+  }, true);
+
+  // A page opened to look for a term (?q=term) shows whole every folded text holding it.
+  function unfoldMatches(root) {
+    var term = (new URLSearchParams(window.location.search).get("q") || "").trim().toLowerCase();
+    if (!term) { return; }
+    (root || document).querySelectorAll(".text.folded").forEach(function (text) {
+      if (text.textContent.toLowerCase().indexOf(term) !== -1) { setFolded(text, false); }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { unfoldMatches(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { unfoldMatches(event.target); });
+}());

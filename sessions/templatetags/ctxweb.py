@@ -2,7 +2,7 @@ import json
 
 from django import template
 
-from sessions import events
+from sessions import events, session_metadata
 from sessions.inspection import palette_colour
 from sessions.summarizers import SUMMARIZERS
 
@@ -73,3 +73,27 @@ def what_if_panel(context, form=None, preview=None, error=None):
         "error": error,
         "csrf_token": context.get("csrf_token"),
     }
+
+
+@register.filter
+def compact_json(value) -> str:
+    """A JSON value on one line, for a table cell."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+@register.filter
+def attribute_groups(attributes) -> tuple[list, list]:
+    """(shown, folded) attribute items of a message (sessions.session_metadata.attribute_groups)."""
+    return session_metadata.attribute_groups(attributes)
+
+
+@register.simple_tag
+def folded(text, tokens=0):
+    """A long text's preview and rest, or None (sessions.session_metadata.fold_text)."""
+    return session_metadata.fold_text(text if isinstance(text, str) else "", tokens or 0)
+
+
+@register.inclusion_tag("sessions/_metadata.html")
+def metadata_panel(session):
+    """The session page's metadata panel: metadata, import source, parent and sub-agent sessions."""
+    return {"session": session, **session_metadata.metadata_panel(session)}

@@ -39,6 +39,7 @@ def site(live_server, users, demo):
     pages = {
         "sessions list": "/",
         "sessions list, filtered": "/?q=airline&project=default",
+        "sessions list, metadata column": "/?column=model&sort=meta:model&meta=channel",
         "session page": long_url,
         "session page, as of a checkpoint": f"{airline_url}?as_of=4",
         "checkpoint diff": f"{long_url}checkpoints/{checkpoint.pk}/",

@@ -18,6 +18,7 @@ def test_hostile_message_text_is_shown_literally(live_server, login, page, proje
     page.wait_for_timeout(1500)
     assert dialogs == []
     assert page.locator("#m-1 .text").inner_text() == XSS
+    page.locator("#m-1 details.attributes > summary").click()  # attributes are folded
     assert page.locator("#m-1 table.attributes td").inner_text() == XSS
     assert page.locator("#m-2 .tool-call pre.arguments").inner_text() == XSS
     assert page.locator("#m-3 .text").inner_text() == XSS
