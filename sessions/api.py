@@ -124,7 +124,7 @@ def _encode_cursor(session: Session) -> str:
                                 NextPage=link("list_sessions", cursor="$response.body#/next_cursor")))
 def list_sessions(
     request,
-    q: str = Query("", max_length=200, description="search: text in the key, title or metadata, or words of a message"),
+    q: str = Query("", max_length=200, description="search: text in the key, title or metadata, a tag's name, or words of a message or a note"),
     limit: int = Query(50, ge=1, le=200),
     cursor: str = Query("", max_length=200),
     lost_facts: bool = Query(False, description="only sessions whose latest checkpoint's summary lost salient literals"),

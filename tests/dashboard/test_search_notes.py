@@ -193,3 +193,20 @@ def test_a_tag_of_another_project_is_not_matched_in_the_list(project, other_proj
     client = make_client(both)
     assert sorted(list_keys(client.get(LIST, {"q": "shared-name"}))) == ["mine", "theirs-tagged"]
     assert list_keys(client.get(LIST, {"q": "shared-name", "project": "default"})) == ["mine"]
+
+
+def test_the_search_page_takes_as_many_queries_for_many_hits_as_for_one(viewer_client, project, viewer_user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    one = session_of(project, "one-hit", "A lone capybara.")
+    add_note(one, viewer_user, "capybara noted")
+    with CaptureQueriesContext(connection) as few:
+        assert viewer_client.get(SEARCH, {"q": "capybara"}).status_code == 200
+    for n in range(12):
+        session = session_of(project, f"herd-{n}", "A capybara here.", "Another capybara there.")
+        add_note(session, viewer_user, f"capybara note {n}", seq=1)
+    with CaptureQueriesContext(connection) as many:
+        response = viewer_client.get(SEARCH, {"q": "capybara"})
+    assert len(groups(response)) == 13
+    assert len(many) == len(few)
