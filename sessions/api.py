@@ -289,7 +289,7 @@ def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
 
 EXPORT_RESPONSES = {
     200: {
-        "description": "The session: json (lossless, re-importable), jsonl, or markdown",
+        "description": "The session: json (lossless, re-importable), jsonl, or markdown; each with its tags and notes",
         "content": {
             "application/json": {"schema": {"type": "object"}},
             "application/x-ndjson": {"schema": {"type": "string"}},
