@@ -87,6 +87,24 @@ def get_session_for(user, project_name: str, key: str, action: str = "view") -> 
     return session
 
 
+def get_sessions_for(user, pks: list[int], action: str = "view") -> list[Session]:
+    """Several sessions by id, for an action on all of them: a 404 if any is not there to see, a 403
+    if the role in any one's project may not act, so the action happens on all or none."""
+    pks = sorted(set(pks))
+    sessions = list(Session.objects.select_related("project").filter(pk__in=pks, being_imported=False)
+                    .order_by("pk"))
+    if len(sessions) != len(pks) or any(role_in(user, s.project) is None for s in sessions):
+        raise Http404("No such session.")
+    for session in sessions:
+        _require(user, session.project, action)
+    return sessions
+
+
+def project_ids_where(user, action: str) -> set[int]:
+    """The projects in which the user's role allows `action`."""
+    return {pk for pk, role in roles_of(user).items() if RANK[role] >= RANK[ACTIONS[action]]}
+
+
 def get_checkpoint_for(user, session: Session, checkpoint_id: int) -> Checkpoint:
     try:
         return session.checkpoints.get(pk=checkpoint_id)

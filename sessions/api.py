@@ -125,7 +125,7 @@ def _encode_cursor(session: Session) -> str:
                                 NextPage=link("list_sessions", cursor="$response.body#/next_cursor")))
 def list_sessions(
     request,
-    q: str = Query("", max_length=200, description="search: text in the key, title or metadata, or words of a message"),
+    q: str = Query("", max_length=200, description="search: text in the key, title or metadata, a tag's name, or words of a message or a note"),
     limit: int = Query(50, ge=1, le=200),
     cursor: str = Query("", max_length=200),
     lost_facts: bool = Query(False, description="only sessions whose latest checkpoint's summary lost salient literals"),
@@ -298,7 +298,7 @@ def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
 
 EXPORT_RESPONSES = {
     200: {
-        "description": "The session: json (lossless, re-importable), jsonl, or markdown",
+        "description": "The session: json (lossless, re-importable), jsonl, or markdown; each with its tags and notes",
         "content": {
             "application/json": {"schema": {"type": "object"}},
             "application/x-ndjson": {"schema": {"type": "string"}},

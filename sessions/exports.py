@@ -1,6 +1,7 @@
 """Exports of one session: lossless JSON (its messages can be appended as they are to
 re-create the raw log), JSON Lines, and a readable Markdown transcript, and the download that carries
-each, the same for the API and the dashboard."""
+each, the same for the API and the dashboard. Every format also carries what support staff added: the
+session's tags and its notes (on the session and on messages, with author and time)."""
 
 import json
 import re
@@ -12,8 +13,9 @@ from django.http import StreamingHttpResponse
 from .errors import NotFound
 from .formats import pretty_arguments
 from .message_sizes import pages, sizes
-from .models import Checkpoint, Message, Session
-from .schemas import CheckpointRecord, MessageRecord, SessionRecord, is_data_url
+from .models import Checkpoint, Message, Note, Session
+from .notes import session_notes, tag_names
+from .schemas import CheckpointRecord, MessageRecord, NoteRecord, SessionRecord, is_data_url
 
 EXPORT_FORMAT = "ctxweb-session"
 EXPORT_VERSION = 1
@@ -36,6 +38,15 @@ def checkpoint_record(checkpoint: Checkpoint) -> dict:
 
 def session_record(session: Session) -> dict:
     return SessionRecord.model_validate(session).model_dump(mode="json")
+
+
+def note_record(note: Note) -> dict:
+    return NoteRecord.model_validate(note).model_dump(mode="json")
+
+
+def notes(session: Session) -> list[Note]:
+    """The session's notes, oldest first (notes are short and few next to the messages: read at once)."""
+    return list(session_notes(session))
 
 
 def iter_messages(session: Session, batch: int = BATCH, batch_chars: int | None = None) -> Iterator[Message]:
@@ -64,6 +75,8 @@ def export_json(session: Session) -> dict:
         "session": session_record(session),
         "messages": [message_record(m) for m in iter_messages(session)],
         "checkpoints": [checkpoint_record(c) for c in checkpoints(session)],
+        "tags": tag_names(session),
+        "notes": [note_record(n) for n in notes(session)],
     }
 
 
@@ -84,18 +97,21 @@ def export_json_chunks(session: Session) -> Iterator[str]:
     for checkpoint in session.checkpoints.order_by("last_seq").iterator(chunk_size=100):
         yield separator + dumps(checkpoint_record(checkpoint))
         separator = ", "
-    yield "]}"
+    yield '], "tags": ' + dumps(tag_names(session)) + ', "notes": ' + dumps([note_record(n) for n in notes(session)]) + "}"
 
 
 def export_jsonl(session: Session) -> Iterator[str]:
     def line(kind, data):
         return json.dumps({"type": kind, **data}, ensure_ascii=False) + "\n"
 
-    yield line("session", {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, **session_record(session)})
+    yield line("session", {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, **session_record(session),
+                           "tags": tag_names(session)})
     for message in iter_messages(session):
         yield line("message", {"seq": message.seq, **message_record(message)})
     for checkpoint in checkpoints(session):
         yield line("checkpoint", checkpoint_record(checkpoint))
+    for note in notes(session):
+        yield line("note", note_record(note))
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -132,9 +148,26 @@ def _markdown_content(content) -> str:
     return "\n\n".join(parts)
 
 
+def _markdown_note(note: Note) -> str:
+    """A note as a quote: who and when, then its text (every line quoted, so it cannot end the quote)."""
+    author = note.author.get_username() if note.author_id else "(deleted user)"
+    edited = " · edited" if note.updated_at > note.created_at else ""
+    quoted = "\n".join("> " + line for line in note.text.splitlines())
+    return f"> **Note** by {_code(author)} · {note.created_at:%Y-%m-%d %H:%M} UTC{edited}\n>\n{quoted}\n\n"
+
+
 def export_markdown(session: Session) -> Iterator[str]:
     title = session.title or session.key
     yield f"# {title}\n\nSession `{session.key}` · {session.message_count} messages · {session.raw_tokens} tokens in the raw log\n\n"
+    tags = tag_names(session)
+    if tags:
+        yield "**Tags:** " + ", ".join(_code(t) for t in tags) + "\n\n"
+    on_messages: dict[int, list[Note]] = {}
+    on_session = []
+    for note in notes(session):
+        (on_messages.setdefault(note.seq, []) if note.seq else on_session).append(note)
+    if on_session:
+        yield "## Notes on the session\n\n" + "".join(_markdown_note(n) for n in on_session)
     if session.instructions:
         yield f"**Instructions (current):**\n\n{_fence(session.instructions)}\n\n"
     ends = {c.last_seq: c for c in checkpoints(session)}
@@ -155,6 +188,8 @@ def export_markdown(session: Session) -> Iterator[str]:
             yield (_fence(body) if m.role == "tool" else body) + "\n\n"
         for call in m.tool_calls:
             yield f"**Tool call** {_code(call['name'])} ({_code(call['id'])})\n\n{_fence(pretty_arguments(call['arguments']), 'json')}\n\n"
+        for note in on_messages.get(m.seq, ()):
+            yield _markdown_note(note)
         if m.seq in ends:
             c = ends[m.seq]
             yield (

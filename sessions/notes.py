@@ -87,3 +87,23 @@ def set_tags(session: Session, user, names: list[str]) -> list[str]:
         record(session, actor(user), TagsChanged(before=before, after=names, added=sorted(set(names) - set(before)),
                                                     removed=sorted(set(before) - set(names))))
     return names
+
+
+def change_tag(sessions: list[Session], user, name: str, *, add: bool) -> list[Session]:
+    """Put the tag `name` on each of `sessions`, or take it off, all in one transaction; each session
+    it changes records its TAGS_CHANGED event as a single change does. Returns the sessions changed."""
+    names = parse_tags(name)
+    if len(names) != 1:
+        raise DomainError("Name one tag.", code="invalid_tag")
+    name = names[0]
+    changed = []
+    with transaction.atomic():
+        for session in sessions:
+            before = tag_names(session)
+            after = sorted(set(before) | {name}) if add else [t for t in before if t != name]
+            if len(after) > 20:
+                raise DomainError(f"At most 20 tags on a session: {session.key} has {len(before)}.", code="invalid_tag")
+            if after != before:
+                set_tags(session, user, after)
+                changed.append(session)
+    return changed

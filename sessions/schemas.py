@@ -506,6 +506,24 @@ class CheckpointRecord(Schema):
         return value.isoformat()
 
 
+class NoteRecord(Schema):
+    """A note in an export: on the session (seq null) or on one of its messages, with who wrote it."""
+
+    seq: int | None
+    author: str
+    text: str
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_author(note) -> str:
+        return note.author.get_username() if note.author_id else ""
+
+    @field_serializer("created_at", "updated_at", when_used="json")
+    def _iso(self, value: datetime) -> str:
+        return value.isoformat()
+
+
 class CheckpointListOut(Schema):
     items: list[CheckpointOut]
 

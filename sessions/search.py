@@ -1,20 +1,22 @@
 """Search across transcripts, down to the message (or the sessions that hold one): PostgreSQL full-text
 search (GIN index) on PostgreSQL, FTS5 on SQLite, behind one function. Ranking puts messages that contain
-the exact phrase first; highlighting escapes the text before it marks the terms."""
+the exact phrase first, equal ranks in session then seq order; highlighting escapes the text before it
+marks the terms. Notes support staff wrote are searched too, by substring (see search_notes), and the
+search page shows a page of note and message hits grouped by session."""
 
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import F, Q, QuerySet, TextField, Value
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Greatest, Length, Lower, StrIndex, Substr
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from .message_sizes import PAGE_DEFERRED
-from .models import Message
+from .models import Message, Note, Session
 
 WORD = re.compile(r"\w+", re.UNICODE)
 # Not highlighted on their own when the query has other words (full-text search ignores them too).
@@ -22,6 +24,7 @@ STOP_WORDS = {"a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "i
               "or", "that", "the", "this", "to", "was", "with"}
 SNIPPET = 220
 MAX_TERMS = 12
+PAGE = 50  # hits on a page of the search page
 
 
 @dataclass
@@ -38,6 +41,50 @@ class Hit:
     message: Message
     snippet: SafeString
     exact: bool
+    kind = "message"
+
+    @property
+    def session(self) -> Session:
+        return self.message.session
+
+    @property
+    def seq(self) -> int:
+        return self.message.seq
+
+
+@dataclass
+class NoteHit:
+    note: Note
+    snippet: SafeString
+    kind = "note"
+
+    @property
+    def session(self) -> Session:
+        return self.note.session
+
+    @property
+    def seq(self) -> int | None:
+        return self.note.seq
+
+
+@dataclass
+class SessionHits:
+    """One session's hits on a page of results, best first."""
+
+    session: Session
+    hits: list
+
+
+@dataclass
+class SearchPage:
+    groups: list[SessionHits]
+    number: int
+    has_next: bool
+    hit_count: int  # hits on this page
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
 
 
 def terms_of(query: str) -> list[str]:
@@ -91,12 +138,13 @@ def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
     return (
         "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id",
         " AND ".join(["LOWER(m.text) LIKE %s"] * len(terms)),
-        "m.id DESC",
+        "m.session_id",
         [_like(t) for t in terms],
     )
 
 
-def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int) -> list[tuple[int, bool]]:
+def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int,
+                offset: int = 0) -> list[tuple[int, bool]]:
     where, params = _filters_sql(filters)
     source, condition, rank, match_params = _match(query, terms)
     phrase = " ".join(query.split())
@@ -108,11 +156,11 @@ def _ranked_ids(query: str, terms: list[str], filters: SearchFilters, limit: int
         SELECT m.id, ({exact}) AS exact
         FROM {source}
         WHERE {condition} AND {where}
-        ORDER BY exact DESC, {rank}, m.id DESC
-        LIMIT %s"""
+        ORDER BY exact DESC, {rank}, m.session_id, m.seq
+        LIMIT %s OFFSET %s"""
     with connection.cursor() as cursor:
-        # Parameters in the order they appear: select list, FROM (PostgreSQL), WHERE, LIMIT.
-        cursor.execute(sql, [phrase_param, *match_params, *params, limit])
+        # Parameters in the order they appear: select list, FROM (PostgreSQL), WHERE, LIMIT, OFFSET.
+        cursor.execute(sql, [phrase_param, *match_params, *params, limit, offset])
         return [(row[0], bool(row[1])) for row in cursor.fetchall()]
 
 
@@ -129,16 +177,20 @@ def _sessions_with_text(query: str, project_ids: list[int]) -> RawSQL | None:
 
 def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
     """Those of `sessions` (of the projects `project_ids`) that `query` finds: its text in the key, the
-    title or the metadata (any case), or its words in a message's text (full-text). This is what `q`
-    means in the sessions list, of the API and of the dashboard alike. One query: the full-text part
-    is a subquery."""
+    title or the metadata (any case), a tag named `query`, its words in a message's text (full-text) or
+    in a note's text (any case). This is what `q` means in the sessions list, of the API and of the
+    dashboard alike. One query: the tag, note and full-text parts are subqueries."""
     query = query.strip()
     if not query:
         return sessions
     found = Q(key__icontains=query) | Q(title__icontains=query) | Q(metadata_text__icontains=query)
+    found |= Q(pk__in=Session.tags.through.objects.filter(
+        tag__project_id__in=project_ids, tag__name=query.lower()).values("session_id"))
     with_text = _sessions_with_text(query, project_ids)
     if with_text is not None:
         found |= Q(pk__in=with_text)
+        found |= Q(pk__in=notes_matching(Note.objects.filter(session__project_id__in=project_ids), query)
+                   .values("session_id"))
     return sessions.annotate(metadata_text=Cast("metadata", TextField())).filter(found)
 
 
@@ -171,13 +223,14 @@ def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, 
     return mark_safe(prefix + "".join(out) + suffix)
 
 
-def search_messages(query: str, filters: SearchFilters, limit: int = 50) -> list[Hit]:
-    """Messages matching `query` in the projects of `filters`, best first."""
+def search_messages(query: str, filters: SearchFilters, limit: int = PAGE, offset: int = 0) -> list[Hit]:
+    """Messages matching `query` in the projects of `filters`, best first (equal ranks in session, then
+    seq order, so pages of them do not overlap); `offset` skips the first ones."""
     query = (query or "").strip()[:200]
     terms = terms_of(query)
     if not terms or not filters.project_ids:
         return []
-    ranked = _ranked_ids(query, terms, filters, limit)
+    ranked = _ranked_ids(query, terms, filters, limit, offset)
     # Only a window of each text is read, cut by the database around the first place a term appears,
     # so 50 hits in messages of a megabyte hold 50 windows, not 50 megabytes.
     words = [t for t in terms if t not in STOP_WORDS] or terms
@@ -195,3 +248,69 @@ def search_messages(query: str, filters: SearchFilters, limit: int = 50) -> list
         for pk, exact in ranked
         if (m := messages.get(pk)) is not None
     ]
+
+
+def _words(terms: list[str]) -> list[str]:
+    return [t for t in terms if t not in STOP_WORDS] or terms
+
+
+def notes_matching(notes: QuerySet, query: str) -> QuerySet:
+    """Those of `notes` whose text holds every word of `query`, any case. A substring match without an
+    index: notes are short and few next to messages, and each search reads only its projects' notes."""
+    terms = terms_of(query)
+    if not terms:
+        return notes.none()
+    for word in _words(terms):
+        notes = notes.filter(text__icontains=word)
+    return notes
+
+
+def _notes_found(query: str, filters: SearchFilters) -> QuerySet:
+    notes = Note.objects.filter(session__project_id__in=filters.project_ids, session__being_imported=False)
+    if filters.role:
+        # A note on a message of that role; notes on the session have no role.
+        notes = notes.filter(Exists(Message.objects.filter(
+            session=OuterRef("session"), seq=OuterRef("seq"), role=filters.role)))
+    if filters.since:
+        notes = notes.filter(created_at__gte=filters.since)
+    if filters.until:
+        notes = notes.filter(created_at__lte=filters.until)
+    if filters.has_checkpoint:
+        notes = notes.filter(session__checkpoint_count__gt=0)
+    return notes_matching(notes, query)
+
+
+def search_notes(query: str, filters: SearchFilters, limit: int = PAGE, offset: int = 0) -> list[NoteHit]:
+    """Notes whose text holds every word of `query` in the projects of `filters`, in session then seq
+    order (notes on the session first), with the words highlighted."""
+    query = (query or "").strip()[:200]
+    terms = terms_of(query)
+    if not terms or not filters.project_ids:
+        return []
+    notes = (_notes_found(query, filters).select_related("session__project", "author")
+             .order_by("session_id", F("seq").asc(nulls_first=True), "pk")[offset:offset + limit])
+    return [NoteHit(note, highlight(note.text, query, terms)) for note in notes]
+
+
+def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PAGE) -> SearchPage:
+    """One page of what `query` finds, grouped by session: the notes that hold it first (what colleagues
+    wrote about a case), then the messages, best first. A session's group stands where its first hit
+    on the page does."""
+    query = (query or "").strip()[:200]
+    page = max(1, page)
+    start = (page - 1) * per_page
+    if not terms_of(query) or not filters.project_ids:
+        return SearchPage([], page, False, 0)
+    note_total = _notes_found(query, filters).count()
+    wanted = per_page + 1  # one more tells whether there is a next page
+    hits: list = []
+    if start < note_total:
+        hits += search_notes(query, filters, limit=wanted, offset=start)
+    if len(hits) < wanted:
+        hits += search_messages(query, filters, limit=wanted - len(hits), offset=max(0, start - note_total))
+    has_next = len(hits) > per_page
+    hits = hits[:per_page]
+    groups: dict[int, SessionHits] = {}
+    for hit in hits:
+        groups.setdefault(hit.session.pk, SessionHits(hit.session, [])).hits.append(hit)
+    return SearchPage(list(groups.values()), page, has_next, len(hits))

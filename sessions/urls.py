@@ -42,6 +42,7 @@ session_patterns = [
 urlpatterns = [
     path("", views.session_list, name="sessions"),
     path("p/<slug:project>/s/<key:key>/", include(session_patterns)),
+    path("tags/", views.bulk_tags, name="bulk_tags"),
     path("search/", views.search, name="search"),
     path("p/<slug:project>/members/", views.members, name="members"),
     path("api-keys/", views.api_keys, name="api_keys"),

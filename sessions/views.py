@@ -1,12 +1,16 @@
 """The dashboard: server-rendered pages and the htmx fragments that refresh parts of them. Every view
 checks access through sessions.access; the work is done by the domain modules."""
 
+from urllib.parse import urlsplit
+
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -35,8 +39,17 @@ from .members import members_of, remove_member, set_member
 from .message_edits import update_message
 from .models import Membership, Role, Session
 from .next_request import sent_request
-from .notes import add_note, delete_note, edit_note, parse_tags, session_notes, set_tags, tag_names
-from .search import search_messages
+from .notes import (
+    add_note,
+    change_tag,
+    delete_note,
+    edit_note,
+    parse_tags,
+    session_notes,
+    set_tags,
+    tag_names,
+)
+from .search import search as search_hits
 from .session_store import update_session
 from .trace import trace
 from .what_if import preview_compaction, why_skipped
@@ -80,6 +93,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
     unsorted = query.copy()
     unsorted.pop("sort", None)
     context = {
+        "taggable": access.project_ids_where(request.user, "annotate"),
         "form": form,
         "page": page,
         "rows": rows,
@@ -439,9 +453,11 @@ def search(request: HttpRequest) -> HttpResponse:
     chosen = form.valid().get("project")
     filters = form.filters([p.pk for p in projects if not chosen or p.name == chosen])
     query = form.query()
-    hits = search_messages(query, filters) if query else []
-    context = {"form": form, "hits": hits, "q": query, "params": request.GET, "projects": projects,
-               "roles": Role.values}
+    results = search_hits(query, filters, page=_int(request.GET.get("page"), 1, minimum=1, maximum=1000)) if query else None
+    paging = request.GET.copy()
+    paging.pop("page", None)
+    context = {"form": form, "results": results, "q": query, "params": request.GET, "projects": projects,
+               "roles": Role.values, "query": paging.urlencode()}
     template = "sessions/_search_results.html" if request.htmx and request.htmx.target == "search-results" else "sessions/search.html"
     return render(request, template, context)
 
@@ -492,6 +508,40 @@ def tags_set(request: HttpRequest, project: str, key: str) -> HttpResponse:
     except DomainError as exc:
         flash.error(request, exc.detail)
     return _back(request, session_url(session))
+
+
+@login_required
+@require_POST
+def bulk_tags(request: HttpRequest) -> HttpResponse:
+    """Add a tag to, or remove it from, the sessions ticked in the sessions list: all of them or none."""
+    action = request.POST.get("action")
+    if action not in ("add", "remove"):
+        raise BadRequest("Say action=add or action=remove.")
+    pks = [_int(pk, minimum=1) for pk in request.POST.getlist("session")]
+    if None in pks or len(pks) > 500:
+        raise BadRequest("Sessions are named by their ids, at most 500 at a time.")
+    # Back to the list as it was filtered: the query string of the list page the form was sent from,
+    # rebuilt, so never another address.
+    referer = urlsplit(request.headers.get("Referer", ""))
+    same_list = referer.path == reverse("sessions") and url_has_allowed_host_and_scheme(
+        request.headers.get("Referer", ""), allowed_hosts={request.get_host()}, require_https=request.is_secure())
+    back = reverse("sessions") + ("?" + QueryDict(referer.query).urlencode() if same_list and referer.query else "")
+    if not pks:
+        flash.error(request, "Tick the sessions to tag first.")
+        return _back(request, back)
+    sessions = access.get_sessions_for(request.user, pks, "annotate")
+    name = request.POST.get("tag", "").strip()
+    try:
+        changed = change_tag(sessions, request.user, name, add=action == "add")
+    except DomainError as exc:
+        flash.error(request, exc.detail)
+        return _back(request, back)
+    name = name.lower()
+    done = "added to" if action == "add" else "removed from"
+    flash.success(request, f"Tag “{name}” {done} {len(changed)} session{'' if len(changed) == 1 else 's'}"
+                           + (f" ({len(sessions) - len(changed)} already {'had' if action == 'add' else 'lacked'} it)."
+                              if len(changed) < len(sessions) else "."))
+    return _back(request, back)
 
 
 # --- members -------------------------------------------------------------------------------------

@@ -475,4 +475,113 @@
   }
   document.addEventListener("DOMContentLoaded", function () { unfoldMatches(document); });
   document.addEventListener("htmx:afterSettle", function (event) { unfoldMatches(event.target); });
+
+
+  // Coming from a search hit (?seq=N&q=words, or ?q=words#session-note-ID): the words are marked in that
+  // message's text and notes, as the search page marks them. Text nodes are split and <mark> elements
+  // made with the DOM (no HTML is parsed), so nothing in a message or the query can run as script.
+  var STOP_WORDS = ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it", "of",
+    "on", "or", "that", "the", "this", "to", "was", "with"];
+  var WORD = /[\p{L}\p{N}_]+/gu;
+
+  function escapeRegExp(text) { return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+  function termPattern(query) {
+    var terms = (query.match(WORD) || []).slice(0, 12).map(function (t) { return t.toLowerCase(); });
+    var words = terms.filter(function (t) { return STOP_WORDS.indexOf(t) < 0; });
+    if (!words.length) { words = terms; }
+    if (!words.length) { return null; }
+    words.sort(function (a, b) { return b.length - a.length; });
+    var phrase = query.trim().split(/\s+/).join(" ");
+    var parts = terms.length > 1 ? [escapeRegExp(phrase)] : [];
+    words.forEach(function (w) { parts.push("(?<![\\p{L}\\p{N}_])" + escapeRegExp(w) + "[\\p{L}\\p{N}_]*"); });
+    return new RegExp(parts.join("|"), "giu");
+  }
+
+  function markTerms(root, pattern) {
+    var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    var nodes = [];
+    while (walker.nextNode()) { nodes.push(walker.currentNode); }
+    var count = 0;
+    nodes.forEach(function (node) {
+      var text = node.nodeValue;
+      pattern.lastIndex = 0;
+      var match, pos = 0, pieces = [];
+      while ((match = pattern.exec(text)) !== null) {
+        if (!match[0]) { pattern.lastIndex += 1; continue; }
+        pieces.push(document.createTextNode(text.slice(pos, match.index)));
+        var mark = document.createElement("mark");
+        mark.className = "search-term";
+        mark.textContent = match[0];
+        pieces.push(mark);
+        pos = match.index + match[0].length;
+        count += 1;
+      }
+      if (!pieces.length) { return; }
+      pieces.push(document.createTextNode(text.slice(pos)));
+      var parent = node.parentNode;
+      pieces.forEach(function (piece) { parent.insertBefore(piece, node); });
+      parent.removeChild(node);
+    });
+    return count;
+  }
+
+  function markSearchTerms() {
+    var params = new URLSearchParams(window.location.search);
+    var query = (params.get("q") || "").slice(0, 200);
+    if (!query.trim()) { return; }
+    var seq = params.get("seq");
+    var target = seq ? document.getElementById("m-" + seq) :
+      (window.location.hash.indexOf("#session-note-") === 0 ? document.getElementById(window.location.hash.slice(1)) : null);
+    var pattern = termPattern(query);
+    if (!target || !pattern) { return; }
+    var boxes = target.matches(".note") ? [target.querySelector(".text")] :
+      Array.prototype.slice.call(target.querySelectorAll(".body, .notes .text, .tool-call .arguments"));
+    boxes.forEach(function (box) { if (box) { markTerms(box, pattern); } });
+  }
+  document.addEventListener("DOMContentLoaded", markSearchTerms);
+
+  // "copy link" beside a message's permalink copies its absolute address; without this script it is a
+  // plain link to the same address.
+  function copyStatus(link) {
+    var status = link.nextElementSibling;
+    if (!status || !status.classList.contains("copy-status")) {
+      status = document.createElement("span");
+      status.className = "copy-status small";
+      status.setAttribute("role", "status");
+      link.parentNode.insertBefore(status, link.nextSibling);
+    }
+    return status;
+  }
+
+  function copyFallback(text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.appendChild(area);
+    area.select();
+    var done = false;
+    try { done = document.execCommand("copy"); } catch (e) { done = false; }
+    document.body.removeChild(area);
+    return done;
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest("a[data-copy-link]");
+    if (!link) { return; }
+    event.preventDefault();
+    var url = new URL(link.getAttribute("href"), window.location.href).href;
+    var status = copyStatus(link);
+    function done(ok) {
+      status.textContent = ok ? "copied" : "could not copy: " + url;
+      clearTimeout(status._timer);
+      if (ok) { status._timer = setTimeout(function () { status.textContent = ""; }, 4000); }
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(url).then(function () { done(true); }, function () { done(copyFallback(url)); });
+    } else {
+      done(copyFallback(url));
+    }
+  });
 }());

@@ -1,7 +1,9 @@
 """ctxweb's own export (sessions.exports): the JSON document or its JSON Lines form. The messages are
 appended as they were exported (their ids make a second import store nothing), the session's title,
 metadata, instructions and compaction settings are set, and the checkpoints are recreated at the
-same places, so the round trip is lossless."""
+same places, so the round trip of the transcript is lossless. The tags and notes an export carries are
+people's annotations on the server it came from (a note's author may not exist here): they are read
+past, not restored."""
 
 from sessions.exports import EXPORT_FORMAT
 
@@ -34,6 +36,8 @@ def _from_lines(lines: list) -> dict:
             document["messages"].append(body)
         elif kind == "checkpoint":
             document["checkpoints"].append(body)
+        elif kind == "note":
+            continue
         else:
             raise TranscriptError(f"line {number}: unknown entry type {kind!r}")
     return document

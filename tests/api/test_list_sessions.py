@@ -154,3 +154,23 @@ def test_it_rejects_a_request_without_a_valid_key_with_401(api, seven_sessions, 
     body = assert_error(api.get("/sessions", **kwargs), 401, code)
 
     assert "items" not in body
+
+
+def test_q_finds_a_session_by_a_tag_name_or_the_words_of_a_note_as_the_dashboard_list_does(api, project, other_api):
+    from django.contrib.auth import get_user_model
+
+    from sessions.notes import add_note, set_tags
+
+    for key in ("tagged", "noted", "plain"):
+        api.post(f"/sessions/{key}/messages", {"messages": [{"role": "user", "content": "hello there"}]})
+    other_api.post("/sessions/theirs/messages", {"messages": [{"role": "user", "content": "hello there"}]})
+    staff = get_user_model().objects.create_user("staff")
+    set_tags(Session.objects.get(project=project, key="tagged"), staff, ["escalated"])
+    add_note(Session.objects.get(project=project, key="noted"), staff, "Refund approved by Dana", seq=1)
+    theirs = Session.objects.get(key="theirs")
+    set_tags(theirs, staff, ["escalated"])
+    add_note(theirs, staff, "Refund approved by Dana")
+
+    assert keys(api.get("/sessions", query={"q": "escalated"})) == ["tagged"]
+    assert keys(api.get("/sessions", query={"q": "dana REFUND"})) == ["noted"]
+    assert keys(api.get("/sessions", query={"q": "escalate"})) == []  # a tag is matched by its whole name

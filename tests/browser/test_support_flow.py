@@ -22,8 +22,10 @@ def test_viewer_searches_opens_the_message_and_adds_a_note(live_server, login, p
     page.locator("input[name=q]").press_sequentially(PHRASE, delay=10)
     # The results for the whole phrase (htmx searched as it was typed).
     expect(page.locator("#search-results")).to_contain_text(f"for “{PHRASE}”")
-    hit = page.locator(".hit a.key").first
-    expect(hit).to_have_text(f"{session.key} #{seq}")
+    group = page.locator(".hit-session").first
+    expect(group.locator("h2 a.key")).to_have_text(session.key)
+    hit = group.locator(".hit a.key").first
+    expect(hit).to_have_text(f"#{seq}")
     expect(page.locator(".hit .snippet").first).to_contain_text("suitcase")
     shot(page, "search-results", full_page=True)
 

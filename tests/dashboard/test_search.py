@@ -52,34 +52,42 @@ def corpus(project, other_project):
     }
 
 
-def hits(response):
-    """(session key, seq) of every hit, in order."""
-    assert response.status_code == 200, response.status_code
-    results = parse(response).one(id="search-results")
+def message_hits(results):
+    """(session key, seq, li) of every message hit on a results page, in page order: under each
+    session's heading, its hits."""
     found = []
-    for li in results.find_all("li", cls="hit"):
-        key, seq = li.one("a", cls="key").text().split(" #")
-        found.append((key, int(seq)))
+    for group in results.find_all("section", cls="hit-session"):
+        key = group.one("h2").one("a", cls="key").text()
+        for li in group.find_all("li", cls="hit"):
+            if "note-hit" not in li.classes:
+                found.append((key, int(li.one("a", cls="key").text().removeprefix("#")), li))
     return found
+
+
+def hits(response):
+    """(session key, seq) of every message hit, in page order."""
+    assert response.status_code == 200, response.status_code
+    return [(key, seq) for key, seq, _ in message_hits(parse(response).one(id="search-results"))]
 
 
 def ident(message):
     return (message.session.key, message.seq)
 
 
-def test_the_message_with_the_exact_phrase_ranks_first(viewer_client, corpus):
-    found = hits(viewer_client.get(SEARCH, {"q": "checked bag"}))
-    assert ident(corpus["apart"]) in found
+def test_the_message_with_the_exact_phrase_ranks_first(viewer_client, corpus, project):
+    ranked = [ident(h.message) for h in search_messages("checked bag", SearchFilters([project.pk]))]
     exact = [ident(corpus[n]) for n in ("phrase", "old", "compacted", "script")]
-    assert set(found[:len(exact)]) == set(exact)
+    assert set(ranked[:len(exact)]) == set(exact)
+    assert ranked[len(exact):] == [ident(corpus["apart"])]
+    found = hits(viewer_client.get(SEARCH, {"q": "checked bag"}))
+    assert set(found) == set(ranked)
     assert found.index(ident(corpus["phrase"])) < found.index(ident(corpus["apart"]))
 
 
 def test_an_exact_hit_is_labelled(viewer_client, corpus):
     results = parse(viewer_client.get(SEARCH, {"q": "checked bag"})).one(id="search-results")
-    for li in results.find_all("li", cls="hit"):
-        key, seq = li.one("a", cls="key").text().split(" #")
-        assert ("exact phrase" in li.text()) == ((key, int(seq)) != ident(corpus["apart"])), li.text()
+    for key, seq, li in message_hits(results):
+        assert ("exact phrase" in li.text()) == ((key, seq) != ident(corpus["apart"])), li.text()
 
 
 def test_search_messages_ranks_the_exact_phrase_first(corpus, project):
@@ -157,7 +165,7 @@ def test_highlighting_escapes_the_content_and_marks_the_terms(viewer_client, cor
     page = response.content.decode()
     assert "<script>alert(1)</script>" not in page
     results = parse(response).one(id="search-results")
-    li = next(li for li in results.find_all("li", cls="hit") if li.one("a", cls="key").text() == "scripted #1")
+    li = next(li for key, seq, li in message_hits(results) if (key, seq) == ("scripted", 1))
     snippet = li.one(cls="snippet")
     assert snippet.find("script") is None
     assert "<script>alert(1)</script>" in snippet.text()  # shown as text
@@ -197,10 +205,9 @@ def test_a_user_without_projects_finds_nothing(make_user, corpus):
 
 def test_results_link_to_the_message_on_the_session_page(viewer_client, corpus):
     results = parse(viewer_client.get(SEARCH, {"q": "checked bag"})).one(id="search-results")
-    for li in results.find_all("li", cls="hit"):
-        link = li.one("a", cls="key")
-        key, seq = link.text().split(" #")
-        assert link.get("href") == f"/p/default/s/{key}/?seq={seq}#m-{seq}"
+    for key, seq, li in message_hits(results):
+        # The words go along, for the session page to mark them in the message.
+        assert li.one("a", cls="key").get("href") == f"/p/default/s/{key}/?seq={seq}&q=checked%20bag#m-{seq}"
     phrase = corpus["phrase"]
     page = parse(viewer_client.get(f"/p/default/s/bags/?seq={phrase.seq}"))
     assert "target" in page.one("article", id=f"m-{phrase.seq}").classes

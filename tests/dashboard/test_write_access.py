@@ -168,6 +168,7 @@ ROUTES = {
     "note_add": Write(VIEWER, lambda w: [{"text": "a crafted note", "seq": str(w.story.result)}]),
     "note_edit": Write(VIEWER, lambda w: [{"text": "crafted edit"}, {"delete": "1"}], author_only=True),
     "tags_set": Write(VIEWER, lambda w: [{"tags": "crafted"}]),
+    "bulk_tags": Write(VIEWER, lambda w: [{"session": [str(w.story.session.pk)], "tag": "crafted", "action": "add"}]),
     "api_keys": Write(ADMIN, lambda w: [{"project": "default", "name": "crafted key"}], post_only=False),
     "api_key_revoke": Write(ADMIN, lambda w: [{}]),
     "members": Write(ADMIN, lambda w: [{"username": "viewer", "role": "admin"},
