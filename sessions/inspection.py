@@ -326,7 +326,7 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170, as_of
     # The threshold is drawn when it is in sight; far above the data it would flatten the line.
     threshold_shown = compaction.max_tokens <= highest * 3
     top = max(highest, compaction.max_tokens if threshold_shown else 0) * 1.1
-    pad_left, pad_right, pad_top, pad_bottom = 56, 12, 8, 22
+    pad_left, pad_right, pad_top, pad_bottom = 56, 28, 8, 22  # room for the labels at either end
     axis_y = height - pad_bottom
 
     def x(seq):
