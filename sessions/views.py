@@ -187,9 +187,10 @@ def live_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
 @require_GET
 def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """The size chart; on a page shown "as of" a message, that model input is marked on it."""
-    session, as_of, _, layout = _laid_out(request, project, key)
-    return render(request, "sessions/_chart.html", {
-        "session": session, "chart": chart_svg_data(session, as_of=layout if as_of is not None else None)})
+    session = access.get_session_for(request.user, project, key)
+    as_of = _as_of(request, session)
+    shown = page_layout(session, checkpoints_of(session), as_of) if as_of is not None else None
+    return render(request, "sessions/_chart.html", {"session": session, "chart": chart_svg_data(session, as_of=shown)})
 
 
 @login_required
