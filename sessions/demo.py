@@ -162,7 +162,7 @@ def append_long_run(project: Project, key: str, messages: list[dict]) -> None:
     """Store a long run as an agent would, with automatic compaction on: each compaction is done as soon
     as an append takes the input over max_tokens (here, as a worker would), before the next turn, so the
     input crosses max_tokens by at most one turn before it drops. The turns that surely fit under
-    max_tokens go in one append: the chart draws the same straight climb, in a fifth of the time."""
+    max_tokens go in one append: the chart draws the same straight climb with a sixth of the appends."""
     from .compaction import compact_if_needed
     from .compaction_runs import run_compaction
 

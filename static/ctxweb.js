@@ -218,7 +218,7 @@
     readout.classList.add("muted");
   }
 
-  document.addEventListener("pointermove", function (event) {
+  function readUnderPointer(event) {
     var svg = event.target.closest && event.target.closest(".chart svg[data-readings]");
     if (!svg || !svg.getScreenCTM()) { return; }
     var at = svg.createSVGPoint();
@@ -231,9 +231,12 @@
       if (distance < best) { best = distance; nearest = r; }
     });
     if (nearest) { showReading(svg, nearest); }
-  });
+  }
+  document.addEventListener("pointermove", readUnderPointer);
+  document.addEventListener("pointerdown", readUnderPointer);  // a tap on a phone
 
   document.addEventListener("pointerout", function (event) {
+    if (event.pointerType === "touch") { return; }  // a finger lifted: the reading stays
     var svg = event.target.closest && event.target.closest(".chart svg[data-readings]");
     if (svg && !svg.contains(event.relatedTarget) && !svg.contains(document.activeElement)) { hideReading(svg); }
   });

@@ -120,7 +120,7 @@ def test_a_page_shown_as_of_a_message_rings_that_point(live_server, login, page,
 
 @pytest.mark.parametrize("scheme", ["dark", "light"])
 def test_the_chart_in_dark_mode_and_at_phone_width(live_server, login, browser, users, run, scheme):
-    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme=scheme)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme=scheme, has_touch=True)
     page = context.new_page()
     try:
         page.goto(live_server.url + "/login/")
@@ -137,6 +137,11 @@ def test_the_chart_in_dark_mode_and_at_phone_width(live_server, login, browser, 
             "on a phone the plot scrolls to the ringed point"
         caption = page.locator(".chart figcaption").bounding_box()
         assert caption["x"] >= 0, "only the plot scrolls, not the caption"
+        # A peak near the ringed point (in view): not on a drop marker, which is a link.
+        seq, tokens, x, y = max((p for p in readings(page.locator(".chart svg")) if 260 <= p[0] <= 300),
+                                key=lambda p: p[1])
+        page.touchscreen.tap(*page.evaluate(ON_SCREEN_JS, [x, y]))
+        expect(page.locator(".chart-readout")).to_have_text(f"#{seq} · {tokens:,} tokens")
         shoot(page.locator(".chart-box"), f"chart-phone-{scheme}")
         if scheme == "dark":
             page.set_viewport_size({"width": 1440, "height": 900})
