@@ -10,7 +10,7 @@ from sessions.demo import append_long_run, long_run_messages
 from sessions.models import Session
 from sessions.session_store import update_session
 
-from .conftest import PASSWORD, SCREENSHOTS
+from .conftest import SCREENSHOTS, log_in
 from .data import session_url
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -123,11 +123,7 @@ def test_the_chart_in_dark_mode_and_at_phone_width(live_server, login, browser, 
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme=scheme, has_touch=True)
     page = context.new_page()
     try:
-        page.goto(live_server.url + "/login/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", PASSWORD)
-        with page.expect_navigation():
-            page.click("form button[type=submit]")
+        log_in(page, live_server.url, "admin")
         page.goto(session_url(live_server.url, KEY) + "?as_of=300")
         ring = page.locator(".chart .as-of-point circle")
         expect(ring).to_be_visible()
