@@ -1,8 +1,15 @@
 """The model-input size chart (chart/ fragment): round ticks on both axes, the readings the pointer
 shows, drop markers that are named links, and the point the page shows when it is "as of" a message."""
 
-from sessions.inspection import checkpoints_of, page_layout
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from sessions.demo import append_long_run, long_run_messages
+from sessions.inspection import checkpoints_of, page_layout
+from sessions.models import Session
+from sessions.session_store import update_session
+
+from .conftest import session_url
 from .dom import parse
 
 
@@ -132,3 +139,23 @@ def test_the_figure_says_what_it_shows(viewer_client, story):
     assert "max_tokens 4000" in figure.one("figcaption").text()
     decorations = [child for child in svg.children if not isinstance(child, str) and child.tag != "a"]
     assert all(child.get("aria-hidden") == "true" for child in decorations)
+
+
+def agent_run(project, key: str, count: int) -> Session:
+    update_session(project, key, {"compaction": {"max_tokens": 1500, "keep_recent_tokens": 500, "auto": True}}, "test")
+    append_long_run(project, key, long_run_messages(count))
+    return Session.objects.get(project=project, key=key)
+
+
+def test_the_chart_of_a_short_and_a_long_compacted_run_issues_the_same_number_of_queries(viewer_client, project):
+    short, long = agent_run(project, "run-short", 100), agent_run(project, "run-long", 800)
+    assert 1 <= short.checkpoints.count() <= 2 and long.checkpoints.count() > 20
+
+    def queries(session, **query) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            response = viewer_client.get(session_url(session, "chart/", **query))
+        assert response.status_code == 200
+        return len(ctx.captured_queries)
+
+    assert queries(short) == queries(long)
+    assert queries(short, as_of=90) == queries(long, as_of=700)
