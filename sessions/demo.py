@@ -137,8 +137,11 @@ def tools_turns() -> list[dict]:
     ]
 
 
+TURN_SIZE = 4  # messages in each turn of long_run_messages
+
+
 def long_run_messages(count: int) -> list[dict]:
-    """A long agent run: many short turns with a tool call each."""
+    """A long agent run: many short turns (TURN_SIZE messages) with a tool call each."""
     messages = []
     i = 0
     while len(messages) < count:
@@ -153,6 +156,32 @@ def long_run_messages(count: int) -> list[dict]:
                                               if i % 7 == 0 else f"batch-{i:05d} succeeded in {30 + i % 90}s; no retry needed.")},
         ]
     return messages[:count]
+
+
+def append_long_run(project: Project, key: str, messages: list[dict]) -> None:
+    """Store a long run as an agent would, with automatic compaction on: each compaction is done as soon
+    as an append takes the input over max_tokens (here, as a worker would), before the next turn, so the
+    input crosses max_tokens by at most one turn before it drops. The turns that surely fit under
+    max_tokens go in one append: the chart draws the same straight climb with a sixth of the appends."""
+    from .compaction import compact_if_needed
+    from .compaction_runs import run_compaction
+
+    turns = [messages[start:start + TURN_SIZE] for start in range(0, len(messages), TURN_SIZE)]
+    session = Session.objects.get(project=project, key=key)
+    largest_turn = 0  # tokens of the largest turn stored so far
+    done = 0
+    while done < len(turns):
+        room = session.compaction_settings().max_tokens - session.input_tokens
+        fit = room // largest_turn - 1 if largest_turn else 1
+        batch = turns[done:done + max(1, fit)]
+        result = append_messages(project, key, [m for turn in batch for m in turn], ACTOR)
+        done += len(batch)
+        sizes = [sum(m.tokens for m in result.messages[i:i + TURN_SIZE]) for i in range(0, len(result.messages), TURN_SIZE)]
+        largest_turn = max(largest_turn, *sizes)
+        run = compact_if_needed(result.session, ACTOR)
+        if run is not None:
+            run_compaction.call(run.pk)
+        session = Session.objects.get(pk=session.pk)
 
 
 def load_demo(stdout=None) -> bool:
@@ -226,15 +255,7 @@ def load_demo(stdout=None) -> bool:
         "instructions": "You triage batch jobs. Check each job's status and recommend retries for failures.",
         "compaction": {"max_tokens": 6000, "keep_recent_tokens": 2000, "auto": True},
     }, ACTOR)
-    from .compaction import compact_if_needed
-    from .compaction_runs import run_compaction
-
-    messages = long_run_messages(count)
-    for start in range(0, count, 200):
-        result = append_messages(project, "long-agent-run", messages[start:start + 200], ACTOR)
-        run = compact_if_needed(result.session, ACTOR)
-        if run is not None:
-            run_compaction.call(run.pk)  # done here, as a worker would, so the demo shows each drop
+    append_long_run(project, "long-agent-run", long_run_messages(count))
 
     say("Creating project support-bots with two sessions…")
     bots = Project.objects.get_or_create(name="support-bots", defaults={"title": "Support bots"})[0]

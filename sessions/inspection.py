@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import F, Window
 from django.db.models.functions import Mod, RowNumber
 
+from .chart import message_ticks, token_ticks
 from .compaction import CurrentTurn, oversized_turn
 from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from .events import event_data
@@ -343,22 +344,24 @@ def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
     return points
 
 
-def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> dict:
-    """Coordinates for the server-rendered SVG chart."""
+def chart_svg_data(session: Session, width: int = 1400, height: int = 170, as_of: ModelInputShape | None = None) -> dict:
+    """Coordinates for the server-rendered SVG chart: the line, round ticks on both axes, a marker per
+    drop, and the model input the page shows "as of" a message (`as_of`, laid out by page_layout)."""
     points = size_series(session)
     compaction = session.compaction_settings()
     max_seq = max([session.message_count, 1] + [p["seq"] for p in points])
-    highest = max([1] + [p["tokens"] for p in points])
+    highest = max([1, as_of.tokens if as_of is not None else 0] + [p["tokens"] for p in points])
     # The threshold is drawn when it is in sight; far above the data it would flatten the line.
     threshold_shown = compaction.max_tokens <= highest * 3
     top = max(highest, compaction.max_tokens if threshold_shown else 0) * 1.1
-    pad_left, pad_bottom = 48, 20
+    pad_left, pad_right, pad_top, pad_bottom = 56, 28, 8, 22  # room for the labels at either end
+    axis_y = height - pad_bottom
 
     def x(seq):
-        return round(pad_left + (width - pad_left - 8) * seq / max_seq, 1)
+        return round(pad_left + (width - pad_left - pad_right) * seq / max_seq, 1)
 
     def y(tokens):
-        return round(8 + (height - pad_bottom - 8) * (1 - tokens / top), 1)
+        return round(pad_top + (axis_y - pad_top) * (1 - tokens / top), 1)
 
     line = " ".join(f"{x(p['seq'])},{y(p['tokens'])}" for p in points)
     drops = [
@@ -370,12 +373,18 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170) -> di
         "width": width,
         "height": height,
         "line": line,
+        # What the pointer reads (static/ctxweb.js): "seq tokens x y" per point.
+        "readings": ";".join(f"{p['seq']} {p['tokens']} {x(p['seq'])} {y(p['tokens'])}" for p in points),
         "drops": drops,
         "threshold_y": y(compaction.max_tokens) if threshold_shown else None,
         "max_tokens": compaction.max_tokens,
-        "axis_y": height - pad_bottom,
+        "axis_y": axis_y,
         "pad_left": pad_left,
-        "top_label": int(top),
+        "right": width - pad_right,
+        "y_ticks": [{"y": y(t.value), "label": t.label} for t in token_ticks(top)],
+        "x_ticks": [{"x": x(t.value), "label": t.label} for t in message_ticks(max_seq)],
+        "as_of": None if as_of is None else {
+            "seq": as_of.as_of, "tokens": as_of.tokens, "x": x(as_of.as_of), "y": y(as_of.tokens)},
         "max_seq": max_seq,
         "empty": not points,
     }

@@ -208,8 +208,11 @@ def live_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
 @login_required
 @require_GET
 def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """The size chart; on a page shown "as of" a message, that model input is marked on it."""
     session = access.get_session_for(request.user, project, key)
-    return render(request, "sessions/_chart.html", {"session": session, "chart": chart_svg_data(session)})
+    as_of = _as_of(request, session)
+    shown = page_layout(session, checkpoints_of(session), as_of) if as_of is not None else None
+    return render(request, "sessions/_chart.html", {"session": session, "chart": chart_svg_data(session, as_of=shown)})
 
 
 @login_required

@@ -584,4 +584,85 @@
       done(copyFallback(url));
     }
   });
+
+
+  // The size chart's readout: the point under the pointer, or the drop reached with Tab, as
+  // "#N · T tokens", read from the chart's data-readings ("seq tokens x y;..." in viewBox units).
+  function chartReadings(svg) {
+    if (!svg.chartReadings) {
+      svg.chartReadings = (svg.getAttribute("data-readings") || "").split(";").filter(Boolean).map(function (r) {
+        var v = r.split(" ").map(Number);
+        return { seq: v[0], tokens: v[1], x: v[2], y: v[3] };
+      });
+    }
+    return svg.chartReadings;
+  }
+
+  function showReading(svg, reading, note) {
+    var pointer = svg.querySelector(".pointer");
+    var guide = pointer.querySelector("line"), dot = pointer.querySelector("circle");
+    guide.setAttribute("x1", reading.x); guide.setAttribute("x2", reading.x);
+    dot.setAttribute("cx", reading.x); dot.setAttribute("cy", reading.y);
+    pointer.classList.add("on");
+    var readout = svg.closest("figure").querySelector(".chart-readout");
+    readout.textContent = "#" + reading.seq + " · " + reading.tokens.toLocaleString("en") + " tokens" + (note || "");
+    readout.classList.remove("muted");
+  }
+
+  function hideReading(svg) {
+    svg.querySelector(".pointer").classList.remove("on");
+    var readout = svg.closest("figure").querySelector(".chart-readout");
+    readout.textContent = readout.getAttribute("data-hint");
+    readout.classList.add("muted");
+  }
+
+  function readUnderPointer(event) {
+    var svg = event.target.closest && event.target.closest(".chart svg[data-readings]");
+    if (!svg || !svg.getScreenCTM()) { return; }
+    var at = svg.createSVGPoint();
+    at.x = event.clientX; at.y = event.clientY;
+    at = at.matrixTransform(svg.getScreenCTM().inverse());
+    var nearest = null, best = Infinity;
+    chartReadings(svg).forEach(function (r) {
+      // Nearest along x; at a drop (two readings at one x) the one nearer the pointer in height.
+      var distance = Math.abs(r.x - at.x) * 1000 + Math.abs(r.y - at.y);
+      if (distance < best) { best = distance; nearest = r; }
+    });
+    if (nearest) { showReading(svg, nearest); }
+  }
+  document.addEventListener("pointermove", readUnderPointer);
+  document.addEventListener("pointerdown", readUnderPointer);  // a tap on a phone
+
+  document.addEventListener("pointerout", function (event) {
+    if (event.pointerType === "touch") { return; }  // a finger lifted: the reading stays
+    var svg = event.target.closest && event.target.closest(".chart svg[data-readings]");
+    if (svg && !svg.contains(event.relatedTarget) && !svg.contains(document.activeElement)) { hideReading(svg); }
+  });
+
+  document.addEventListener("focusin", function (event) {
+    var drop = event.target.closest(".chart a[data-seq]");
+    if (!drop) { return; }
+    var circle = drop.querySelector("circle");
+    showReading(drop.closest("svg"), {
+      seq: Number(drop.getAttribute("data-seq")), tokens: Number(drop.getAttribute("data-tokens")),
+      x: Number(circle.getAttribute("cx")), y: Number(circle.getAttribute("cy")),
+    }, " after a compaction (Enter shows what it changed)");
+  });
+
+  document.addEventListener("focusout", function (event) {
+    var drop = event.target.closest(".chart a[data-seq]");
+    if (drop && !(event.relatedTarget && event.relatedTarget.closest && event.relatedTarget.closest(".chart a[data-seq]"))) {
+      hideReading(drop.closest("svg"));
+    }
+  });
+
+  // On a phone the chart scrolls inside its box: bring the "as of" point into view.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var mark = event.target.querySelector && event.target.querySelector(".chart .as-of-point circle");
+    if (!mark) { return; }
+    var plot = mark.closest(".chart-plot");
+    if (plot.scrollWidth <= plot.clientWidth) { return; }
+    var box = mark.getBoundingClientRect(), frame = plot.getBoundingClientRect();
+    plot.scrollLeft += box.left - frame.left - plot.clientWidth / 2;
+  });
 }());
