@@ -151,6 +151,7 @@ class AppendedMessage:
 @dataclass
 class Checkpoint:
     id: int
+    number: int  # 1, 2, 3 within the session, as the dashboard and exports name it
     previous_id: int | None
     first_seq: int
     last_seq: int

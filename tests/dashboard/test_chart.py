@@ -84,7 +84,7 @@ def test_each_drop_is_a_named_link_carrying_its_reading(viewer_client, story):
     seq, tokens = first.get("data-seq"), first.get("data-tokens")
     assert int(seq) == story.first.created_at_seq
     assert int(tokens) == story.first.tokens_after
-    assert first.get("aria-label") == f"checkpoint {story.first.pk} after #{seq}: input down to {tokens} tokens"
+    assert first.get("aria-label") == f"checkpoint {story.first.number} after #{seq}: input down to {tokens} tokens"
     assert (int(seq), int(tokens)) in {(s, t) for s, t, _, _ in readings(chart(viewer_client, story))}
 
 
