@@ -332,7 +332,7 @@ def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
         data: MessagesAppended | MessageUpdated = event_data(event)
         seq = data.last_seq if isinstance(data, MessagesAppended) else data.at_seq
         points.append({"seq": seq, "tokens": data.input_tokens, "id": event.pk, "kind": "append"})
-    numbers = dict(session.checkpoints.values_list("pk", "number"))
+    numbers = checkpoint_numbers(session)
     for event in Event.objects.filter(session=session, type=EventType.COMPACTION_COMPLETED).only("type", "data"):
         data: CompactionCompleted = event_data(event)
         points.append({"seq": data.at_seq, "tokens": data.tokens_before, "id": event.pk - 0.5, "kind": "before"})
@@ -423,3 +423,9 @@ def meter(tokens: int, compaction, turn: CurrentTurn | None = None) -> dict:
         "percent": round(100 * tokens / max(compaction.max_tokens, 1)),
         "oversized_turn": turn,
     }
+
+
+def checkpoint_numbers(session) -> dict[int, int]:
+    """{checkpoint id: its number within the session}: how pages name the checkpoints that events and
+    chart drops refer to by id."""
+    return dict(session.checkpoints.values_list("pk", "number"))

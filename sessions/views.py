@@ -26,6 +26,7 @@ from .forms import PAGE_SIZES, CompactionSettingsForm, MessageSearchForm, Sessio
 from .inspection import (
     chart_svg_data,
     checkpoint_as_of,
+    checkpoint_numbers,
     checkpoints_of,
     compaction_diff,
     input_window,
@@ -222,7 +223,7 @@ def events_fragment(request: HttpRequest, project: str, key: str) -> HttpRespons
     events, more_events = newest_events(session, before=_int(request.GET.get("before"), maximum=2**62))
     return render(request, "sessions/_events.html", {
         "session": session, "events": events, "more_events": more_events,
-        "checkpoint_numbers": dict(session.checkpoints.values_list("pk", "number")),
+        "checkpoint_numbers": checkpoint_numbers(session),
     })
 
 

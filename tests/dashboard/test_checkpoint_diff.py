@@ -40,7 +40,7 @@ def test_a_later_checkpoint_shows_the_previous_summary_leaving_with_its_messages
     doc = diff(viewer_client, story, story.second)
     left = doc.one("section", cls="diff-left")
     previous = left.one("article", cls="summary")
-    assert f"checkpoint {story.first.pk}" in previous.text()
+    assert f"checkpoint {story.first.number}" in previous.text()
     assert " ".join(story.first.summary.split()) in previous.text()
     assert seqs(left) == list(range(story.second.first_seq, story.second.last_seq + 1))
     assert seqs(doc.one("section", cls="diff-stayed")) == list(range(story.second.last_seq + 1, story.second.created_at_seq + 1))

@@ -35,7 +35,7 @@ def test_the_request_view_shows_what_the_request_sent(viewer_client, story, proj
     assert built.model_input.tokens == data["tokens"]
     column = doc.one("section", cls="request-entries")
     summary = column.one("article", cls="summary")
-    assert f"checkpoint {story.second.pk}" in summary.text()
+    assert f"checkpoint {story.second.number}" in summary.text()
     sent = [e.seq for e in built.model_input.message_entries]
     shown = [int(a.one("a", cls="permalink").text().lstrip("#")) for a in column.find_all("article", cls="entry")
              if a.find("a", cls="permalink")]

@@ -61,7 +61,7 @@ def test_messages_covered_by_a_checkpoint_are_marked_with_that_checkpoint(viewer
         article = message(doc, seq)
         assert "code-covered_by_checkpoint" in article.classes, seq
         assert article.get("data-checkpoint") == str(story.first.pk)
-        assert f"checkpoint {story.first.pk}" in explain(article).text()
+        assert f"checkpoint {story.first.number}" in explain(article).text()
     for seq in range(story.second.first_seq, story.second.last_seq + 1):
         article = message(doc, seq)
         assert "code-covered_by_checkpoint" in article.classes, seq
