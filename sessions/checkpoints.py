@@ -43,12 +43,8 @@ def store_checkpoint(
     inside the transaction that holds the session's row lock."""
     if facts is None:
         facts = covered_facts(session, fields["first_seq"], fields["last_seq"], fields["summary"])
-    previous = fields.get("previous")
-    # Its number in the session: one more than the checkpoint it extends. The caller holds the session's
-    # lock, and a second checkpoint on the same base fails on `previous` (and on the number) anyway.
-    number = previous.number + 1 if previous is not None else 1
     with transaction.atomic():
-        checkpoint = Checkpoint.objects.create(session=session, number=number, **fields, **checkpoint_fields(facts))
+        checkpoint = Checkpoint.objects.create(session=session, **fields, **checkpoint_fields(facts))
     tokens_after = refresh_input_tokens(session, checkpoint) + extra_tokens
     checkpoint.tokens_after = tokens_after
     checkpoint.save(update_fields=["tokens_after"])

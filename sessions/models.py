@@ -206,8 +206,8 @@ class Checkpoint(models.Model):
     first_seq = models.PositiveIntegerField()  # first seq newly covered (previous.last_seq + 1)
     last_seq = models.PositiveIntegerField()  # last original message covered
     created_at_seq = models.PositiveIntegerField()  # highest seq stored when it was created
-    # What people call it: 1, 2, 3 within its session, in creation order (the id is global). Set by
-    # sessions.checkpoints.store_checkpoint as previous.number + 1, under the session's row lock.
+    # What people call it: 1, 2, 3 within its session, in creation order (the id is global). Set by save()
+    # as previous.number + 1; checkpoints are made under the session's row lock.
     number = models.PositiveIntegerField()
     summary_tokens = models.PositiveBigIntegerField()  # the summary message, prefix included
     replaced_tokens = models.PositiveBigIntegerField(default=0)
@@ -242,13 +242,9 @@ class Checkpoint(models.Model):
 
     def save(self, *args, **kwargs):
         if self.number is None:
-            # Made without store_checkpoint (fixtures, the admin): next after the one it extends, or
-            # after the session's highest.
-            if self.previous_id is not None:
-                self.number = Checkpoint.objects.filter(pk=self.previous_id).values_list("number", flat=True)[0] + 1
-            else:
-                highest = Checkpoint.objects.filter(session_id=self.session_id).aggregate(n=models.Max("number"))["n"]
-                self.number = (highest or 0) + 1
+            # One more than the checkpoint it extends (in memory when sessions.checkpoints.store_checkpoint
+            # passes it); a session's first checkpoint (one per session, by constraint) is 1.
+            self.number = self.previous.number + 1 if self.previous_id is not None else 1
         super().save(*args, **kwargs)
 
     @property
