@@ -103,6 +103,9 @@ class Session(models.Model):
     # Set while a streamed import stores the session chunk by chunk: the session is hidden until its
     # import has stored every message, so a stopped import leaves nothing of it to see.
     being_imported = models.BooleanField(default=False)
+    # How many recorded requests (RecordedRequest) the session was rebuilt from; 0 for sessions written
+    # through the append API or imported from transcripts.
+    request_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -268,6 +271,62 @@ class Event(models.Model):
 
     def __str__(self):
         return f"{self.type} by {self.actor}"
+
+
+class RecordedRequest(models.Model):
+    """One request an application sent to its model, captured from outside (an OpenTelemetry span of an
+    LLM call received at /v1/traces, or one line of a request log), holding exactly what was sent.
+
+    A session with recorded requests is rebuilt from them (sessions.recorded_requests): each message
+    sent is matched to a raw message (role and digest, tool call ids where present) or appended to the
+    raw log, the response is appended after its request, and system messages set the instructions as of
+    that request. `number` orders the session's requests by start time (1, 2, 3...); requests arriving out
+    of order are renumbered.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="recorded_requests")
+    number = models.PositiveIntegerField(default=0)
+    # The span id (hex), or for a request-log line a digest of the file and line: a retried export or a
+    # re-imported file stores nothing twice.
+    external_id = models.CharField(max_length=200)
+    source = models.CharField(max_length=20)  # "otlp" | "request_log"
+    trace_id = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True, default="")
+    provider = models.CharField(max_length=100, blank=True, default="")  # gen_ai.system / llm.provider
+    parameters = models.JSONField(default=dict, blank=True)  # temperature, max_tokens, tools...
+    # Exactly the messages sent, as OpenAI Chat Completions message objects, and the response's messages.
+    messages = models.JSONField(default=list, blank=True)
+    response = models.JSONField(default=list, blank=True)
+    # Token figures: ours (the messages sent, counted like a model input) and the provider's, if reported.
+    tokens = models.PositiveBigIntegerField(default=0)
+    usage_input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    usage_output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # For each message sent, in order: the seq of the raw message it is, or null (a system message,
+    # which sets the instructions, or a message matching no raw message: an application-side summary or
+    # rewritten message, listed in `unmatched`).
+    message_seqs = models.JSONField(default=list, blank=True)
+    unmatched = models.JSONField(default=list, blank=True)  # indexes into `messages`
+    # The raw seqs this request's response was stored as.
+    response_seqs = models.JSONField(default=list, blank=True)
+    # Raw seqs the previous request carried, or that were appended since it, which this one no longer
+    # carries: what the application itself dropped (or replaced, when `unmatched` is not empty).
+    dropped_seqs = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "external_id"], name="recorded_request_unique_per_session"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "number"], name="recorded_request_number"),
+            models.Index(fields=["session", "started_at"], name="recorded_request_started"),
+        ]
+        ordering = ["session", "number"]
+
+    def __str__(self):
+        return f"request {self.number} of {self.session}"
 
 
 class ApiKey(models.Model):
