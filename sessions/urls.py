@@ -28,6 +28,7 @@ session_patterns = [
     path("trace/", views.trace_fragment, name="session_trace"),
     path("checkpoints/<int:checkpoint_id>/", views.checkpoint_diff, name="checkpoint_diff"),
     path("requests/<int:event_id>/", views.request_view, name="request_view"),
+    path("recorded/<int:number>/", views.recorded_request_diff, name="recorded_request_diff"),
     path("compact/", views.compact_now, name="session_compact"),
     path("what-if/", views.what_if, name="session_what_if"),
     path("what-if/settings/", views.save_compaction_settings, name="session_save_compaction"),

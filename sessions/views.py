@@ -50,6 +50,7 @@ from .notes import (
     set_tags,
     tag_names,
 )
+from .request_timeline import request_diff, request_timeline
 from .search import search as search_hits
 from .session_store import update_session
 from .trace import trace
@@ -149,6 +150,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "more_events": more_events,
         "checkpoint_numbers": {c.pk: c.number for c in view["checkpoints"]},
         "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
+        "timeline": request_timeline(session),
         **(_traced(session, traced) if (traced := request.GET.get("trace")) is not None else {}),
         "q": traced or "",
         **view,
@@ -290,6 +292,18 @@ def request_view(request: HttpRequest, project: str, key: str, event_id: int) ->
     if sent is None:
         raise Http404("No such request.")
     return render(request, "sessions/request.html", {"session": session, **vars(sent)})
+
+
+@login_required
+@require_GET
+def recorded_request_diff(request: HttpRequest, project: str, key: str, number: int) -> HttpResponse:
+    """What changed from recorded request `number - 1` to `number`, for sessions rebuilt from requests:
+    the raw messages the application dropped, those it added, and the messages of its own it sent."""
+    session = access.get_session_for(request.user, project, key)
+    diff = request_diff(session, number)
+    if diff is None:
+        raise Http404("No such recorded request.")
+    return render(request, "sessions/recorded_diff.html", {"session": session, "diff": diff})
 
 
 # --- actions -------------------------------------------------------------------------------------
