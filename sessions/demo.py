@@ -5,12 +5,14 @@ import base64
 import json
 import struct
 import zlib
+from datetime import UTC, datetime, timedelta
 
 from django.test import override_settings
 
 from .append import append_messages
 from .compaction import compact
 from .models import Project, Session
+from .recorded_requests import CapturedRequest, record_requests
 from .session_store import update_session
 
 ACTOR = "demo"
@@ -184,6 +186,48 @@ def append_long_run(project: Project, key: str, messages: list[dict]) -> None:
         session = Session.objects.get(pk=session.pk)
 
 
+def trimming_app_requests(key: str = "shop-assistant-trims") -> list[CapturedRequest]:
+    """Six requests of an application that manages its own context, as an OpenTelemetry exporter would
+    hand them over: it keeps the whole history at first, then replaces the oldest turns with a summary
+    of its own, then trims that history to its last turn. The provider reports usage except once."""
+    system = {"role": "system", "content": "You are the shopping assistant of the Acme store."}
+    turns = [
+        ({"role": "user", "content": "I ordered the Studio headphones (order A-77812) but they arrived with a cracked headband."},
+         {"role": "assistant", "content": "Sorry about that! I can refund the $149 or send a replacement. Which do you prefer?"}),
+        ({"role": "user", "content": "A replacement, please. Same colour, matte black."},
+         {"role": "assistant", "content": "Done: a matte black replacement ships tomorrow; the courier takes the broken pair."}),
+        ({"role": "user", "content": "Can it go to my office instead? Rua Augusta 12, Lisbon."},
+         {"role": "assistant", "content": "Updated: the replacement goes to Rua Augusta 12, Lisbon."}),
+        ({"role": "user", "content": "What time will the courier come?"},
+         {"role": "assistant", "content": "Between 9:00 and 13:00; you will get a text an hour before."}),
+        ({"role": "user", "content": "And do I need to pack the broken pair?"},
+         {"role": "assistant", "content": "No box needed: the courier brings a padded bag."}),
+        ({"role": "user", "content": "Great, thanks!"},
+         {"role": "assistant", "content": "You're welcome. Enjoy the new headphones!"}),
+    ]
+    summary = {"role": "user", "content": "Summary of the conversation so far: order A-77812, Studio headphones "
+                                          "with a cracked headband; a matte black replacement was agreed."}
+    history = lambda n: [m for turn in turns[:n] for m in turn]  # noqa: E731 - the first n turns, whole
+    sent = [
+        [system, *history(0), turns[0][0]],
+        [system, *history(1), turns[1][0]],
+        [system, *history(2), turns[2][0]],
+        # The application replaces its first two turns with a summary of its own...
+        [system, summary, *turns[2], turns[3][0]],
+        [system, summary, *turns[2], *turns[3], turns[4][0]],
+        # ... then keeps only the summary and the last turn.
+        [system, summary, *turns[4], turns[5][0]],
+    ]
+    usage = [52, 88, 121, None, 131, 98]
+    start = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    return [
+        CapturedRequest(conversation=key, external_id=f"demo-span-{n}", source="otlp",
+                        started_at=start + timedelta(seconds=40 * n), messages=messages, response=[turns[n][1]],
+                        model="gpt-4o-mini", provider="openai", usage_input_tokens=usage[n], usage_output_tokens=24)
+        for n, messages in enumerate(sent)
+    ]
+
+
 def load_demo(stdout=None) -> bool:
     """Create the demo sessions unless they exist. Returns False when already loaded."""
     project = Project.objects.get_or_create(name="default", defaults={"title": "Default project"})[0]
@@ -256,6 +300,13 @@ def load_demo(stdout=None) -> bool:
         "compaction": {"max_tokens": 6000, "keep_recent_tokens": 2000, "auto": True},
     }, ACTOR)
     append_long_run(project, "long-agent-run", long_run_messages(count))
+
+    say("Creating demo session shop-assistant-trims (rebuilt from six recorded requests; the application "
+        "drops and summarizes turns itself)…")
+    record_requests(project, trimming_app_requests(), ACTOR)
+    update_session(project, "shop-assistant-trims", {
+        "title": "Shop assistant that trims its own history", "metadata": {"source": "OpenTelemetry", "model": "gpt-4o-mini"},
+    }, ACTOR)
 
     say("Creating project support-bots with two sessions…")
     bots = Project.objects.get_or_create(name="support-bots", defaults={"title": "Support bots"})[0]

@@ -160,6 +160,7 @@ class RawMention:
 
     seq: int
     message: Message | None  # None when the raw log has no such seq (it should)
+    response: bool = False  # an added message that was the previous request's response
 
     @property
     def role(self) -> str:
@@ -268,6 +269,7 @@ def request_diff(session: Session, number: int, limit: int = DIFF_LIMIT) -> Requ
     shown_dropped, shown_added = dropped_seqs[:limit], added_seqs[:limit]
     wanted = set(shown_dropped) | set(shown_added)
     raw = {m.seq: m for m in for_page(Message.objects.filter(session=session, seq__in=wanted))} if wanted else {}
+    responded = set(previous.response_seqs) if previous else set()
     previous_own = [previous.messages[i] for i in previous.unmatched
                     if isinstance(i, int) and 0 <= i < len(previous.messages)] if previous else []
     own = []
@@ -282,7 +284,7 @@ def request_diff(session: Session, number: int, limit: int = DIFF_LIMIT) -> Requ
         previous=previous,
         dropped=[RawMention(s, raw.get(s)) for s in shown_dropped],
         dropped_more=len(dropped_seqs) - len(shown_dropped),
-        added=[RawMention(s, raw.get(s)) for s in shown_added],
+        added=[RawMention(s, raw.get(s), s in responded) for s in shown_added],
         added_more=len(added_seqs) - len(shown_added),
         own=own,
         instructions_changed=bool(previous) and _system_messages(previous) != _system_messages(request),

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 AXE = Axe()
 WCAG = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]},
         "resultTypes": ["violations"]}
-LONG, AIRLINE = "long-agent-run", "airline-support-42"
+LONG, AIRLINE, TRIMS = "long-agent-run", "airline-support-42", "shop-assistant-trims"
 ROLES = ("admin", "editor", "viewer")
 
 
@@ -44,6 +44,8 @@ def site(live_server, users, demo):
         "session page, as of a checkpoint": f"{airline_url}?as_of=4",
         "checkpoint diff": f"{long_url}checkpoints/{checkpoint.pk}/",
         "request view": f"{airline_url}requests/{event.pk}/",
+        "session page with a request timeline": session_url("", TRIMS),
+        "recorded request diff": f"{session_url('', TRIMS)}recorded/4/",
         "search": "/search/?q=refund",
         "import page": "/import/",
         "import job": f"/import/{job.pk}/",

@@ -23,10 +23,11 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import URLResolver, get_resolver
+from django.utils import timezone
 
 from sessions.api_keys import create_api_key
 from sessions.compaction_runs import request_compaction
-from sessions.models import AuthFailure, ImportJob, Membership, Project
+from sessions.models import AuthFailure, ImportJob, Membership, Project, RecordedRequest
 from sessions.next_request import build_request
 from sessions.notes import add_note
 from tests.conftest import IMMEDIATE_TASKS, seeded_for_module
@@ -57,6 +58,11 @@ class World:
         self.request_event = build_request(project, story.session.key, messages=[
             {"role": "user", "content": "not stored", "persist": False}]).event
         self.compaction_run = request_compaction(story.session, "test")  # done by the instant test worker
+        # A recorded request (issue 19) for its diff page; the session's request_count stays 0, so its
+        # page shows no timeline.
+        self.recorded_request = RecordedRequest.objects.create(
+            session=story.session, number=1, external_id="span-1", source="otlp", started_at=timezone.now(),
+            messages=[{"role": "user", "content": "recorded"}], message_seqs=[story.result])
         AuthFailure.objects.create(subject="192.0.2.1", scope=AuthFailure.Scope.LOGIN)
         self.other_session = other_session
         self.import_job = ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed",
@@ -72,6 +78,7 @@ class World:
             "key_id": self.api_key.pk,
             "run_id": self.compaction_run.pk,
             "job_id": self.import_job.pk,
+            "number": self.recorded_request.number,
         }
 
     def client(self, user=None, **defaults):
@@ -159,6 +166,7 @@ ROUTES = {
     # Without htmx the trace is the session page with it: a redirect there.
     "session_trace": Read(query={"q": "taxi"}, status=302),
     "request_view": Read(),
+    "recorded_request_diff": Read(),
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),
     "session_compact": Write(EDITOR, lambda w: [{"force": "1"}]),
