@@ -7,12 +7,15 @@ and the raw messages it names in one more, cut for the page (message_sizes.for_p
 
 from dataclasses import dataclass
 
-from .chart import tick_values, token_ticks
+from .chart import round_step, token_ticks
 from .message_sizes import for_page
 from .models import Message, RecordedRequest, Session
 
 # The newest this many requests are drawn and listed; older ones are counted.
 TIMELINE_LIMIT = 400
+# Up to this many requests each pair of bars is a link (to its diff) at least 24 px wide, even when a
+# phone scrolls the chart at 900 px; with more, the table's links alone lead to the diffs.
+LINKED_BARS = 35
 # A diff lists at most this many dropped and this many added messages.
 DIFF_LIMIT = 300
 EXCERPT = 160  # characters of a dropped or added message the diff shows
@@ -84,6 +87,11 @@ class Timeline:
     unreported: int  # requests whose provider reported no usage
 
     @property
+    def linked(self) -> bool:
+        """Whether each pair of bars is a link: only while they are wide enough to hit."""
+        return len(self.bars) <= LINKED_BARS
+
+    @property
     def plot_height(self) -> float:
         return round(self.axis_y - 4, 1)
 
@@ -132,8 +140,12 @@ def request_timeline(session: Session, limit: int = TIMELINE_LIMIT, width: int =
         b.usage_height = 0 if b.usage_y is None else round(axis_y - b.usage_y, 1)
         b.slot_x, b.slot_width = round(x(b.number), 1), round(slot, 1)
         b.mark_y = round(min(b.ours_y, b.usage_y if b.usage_y is not None else axis_y) - 9, 1)
-    x_ticks = [{"x": round(x(first + v) + slot / 2, 1), "label": str(first + v)}
-               for v in tick_values(slots - 1, 12) if first + v <= last]
+    # Round request numbers (every 1, 2, 5, 10... of them) from `first` to `last`, and `first` itself.
+    step = round_step(slots, 12)
+    numbers = sorted({first, *range(-(-first // step) * step, last + 1, step)})
+    if len(numbers) > 1 and numbers[1] - first < step / 2:
+        numbers.remove(first)  # too close to the next label
+    x_ticks = [{"x": round(x(n) + slot / 2, 1), "label": str(n)} for n in numbers]
     return Timeline(
         bars=bars,
         total=max(session.request_count, last),

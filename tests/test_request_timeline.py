@@ -144,3 +144,17 @@ def test_own_messages_show_text_parts_tool_calls_and_count_images(project):
     ])
     own = request_diff(session, 1).own[0]
     assert (own.text, own.images, own.tool_calls) == ("part one\npart two", 1, [{"name": "lookup", "arguments": "{\"q\": 1}"}])
+
+
+def test_bars_are_links_only_while_they_are_wide_enough(project):
+    assert request_timeline(orm_session(project, "few", requests=35)).linked
+    assert not request_timeline(orm_session(project, "many", requests=36)).linked
+
+
+def test_the_request_numbers_on_the_axis_are_round(project):
+    assert [t["label"] for t in request_timeline(orm_session(project, "five", requests=5)).x_ticks] == [
+        "1", "2", "3", "4", "5"]
+    assert [t["label"] for t in request_timeline(orm_session(project, "forty", requests=40)).x_ticks] == [
+        "1", "5", "10", "15", "20", "25", "30", "35", "40"]
+    timeline = request_timeline(orm_session(project, "window", requests=40), limit=12)
+    assert [t["label"] for t in timeline.x_ticks] == [str(n) for n in range(29, 41)]

@@ -140,3 +140,10 @@ def test_only_who_may_see_the_session_sees_its_diffs(anonymous_client, outsider_
 def test_the_diff_page_is_get_only(viewer_client, project):
     session = rebuilt_session(project)
     assert viewer_client.post(diff_url(session, 2)).status_code == 405
+
+
+def test_many_requests_link_from_the_table_only(viewer_client, project):
+    session = orm_session(project, "many", requests=40)
+    timeline = timeline_of(viewer_client, session)
+    assert timeline.one("svg", role="group").find("a") is None
+    assert len(timeline.one("tbody").find_all("a")) == 40
