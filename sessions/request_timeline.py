@@ -268,6 +268,8 @@ def request_diff(session: Session, number: int, limit: int = DIFF_LIMIT) -> Requ
     """What changed from request `number - 1` to request `number` of the session: the raw messages it
     dropped, the raw messages it added, and the messages of its own (matching no raw message) it sent.
     None when the session has no such request."""
+    if not 1 <= number <= 2_147_483_647:
+        return None  # no query with a number no database column holds
     pair = {r.number: r for r in RecordedRequest.objects.filter(
         session=session, number__in=[number - 1, number]).defer("response", "parameters")}
     request = pair.get(number)

@@ -127,6 +127,7 @@ def test_no_such_request_is_a_404(viewer_client, project):
     session = rebuilt_session(project)
     assert viewer_client.get(diff_url(session, 6)).status_code == 404
     assert viewer_client.get(diff_url(session, 0)).status_code == 404
+    assert viewer_client.get(session_url(session) + "recorded/" + "9" * 30 + "/").status_code == 404
 
 
 def test_only_who_may_see_the_session_sees_its_diffs(anonymous_client, outsider_client, project):
