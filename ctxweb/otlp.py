@@ -14,6 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from sessions import otlp
 from sessions.errors import DomainError
+from sessions.events import actor
 from sessions.recorded_requests import record_requests
 
 from .api import ApiKeyAuth
@@ -41,11 +42,11 @@ def receive_traces(request) -> HttpResponse:
     if request.META.get("HTTP_TRANSFER_ENCODING"):
         return _status(kind, 411, "Send the body with a Content-Length header, not chunked.")
     try:
-        project = ApiKeyAuth()(request).project
+        request.auth = ApiKeyAuth()(request)
         export = otlp.decode_export(request.body, request.content_type, request.headers.get("Content-Encoding", ""))
         spans = otlp.spans_of(export)
         rejected = list(spans.rejected)
-        stored = _store(project, spans, rejected)
+        stored = _store(request.auth.project, spans, rejected, actor(request))
     except RequestDataTooBig:
         return _status(kind, 413, "The request body is too large (CTXWEB_MAX_REQUEST_BYTES).")
     except DomainError as exc:
@@ -61,19 +62,22 @@ def receive_traces(request) -> HttpResponse:
     return HttpResponse(body, content_type=content_type)
 
 
-def _store(project, spans: otlp.Spans, rejected: list[str]) -> int:
-    """Each conversation's requests are recorded together; a conversation that record_requests refuses
-    (a message that is not a valid OpenAI message) has its spans rejected, the others are kept."""
+def _store(project, spans: otlp.Spans, rejected: list[str], who: str) -> int:
+    """Each conversation's requests are recorded together. A request record_requests refuses (messages
+    that are not valid OpenAI messages) is a rejected span; so are a conversation's spans when its
+    session cannot take them (a 4xx from the domain), while the other conversations are kept."""
     by_conversation: dict[str, list] = {}
     for request in spans.captured:
         by_conversation.setdefault(request.conversation, []).append(request)
     stored = 0
     for conversation, requests in by_conversation.items():
         try:
-            stored += record_requests(project, requests, actor="otlp").stored
+            result = record_requests(project, requests, who)
         except DomainError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
-            reason = f"conversation {conversation[:80]!r}: {exc.detail}"
-            rejected.extend([reason] * len(requests))
+            rejected.extend([f"conversation {conversation[:80]!r}: {exc.detail}"] * len(requests))
+            continue
+        stored += result.stored
+        rejected.extend(result.rejected)
     return stored
