@@ -73,24 +73,24 @@ def check_content_type(content_type: str) -> str:
 
 
 def decompressed(body: bytes, content_encoding: str) -> bytes:
-    """The body without its Content-Encoding (gzip or none), never larger than CTXWEB_MAX_REQUEST_BYTES:
+    """The body without its Content-Encoding (gzip, deflate or none), never larger than CTXWEB_MAX_REQUEST_BYTES:
     a small gzip body that unpacks to gigabytes is refused after the limit, not unpacked."""
     encoding = (content_encoding or "").strip().lower()
     if encoding in ("", "identity"):
         return body
-    if encoding != "gzip":
-        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; send gzip or none.")
+    if encoding not in ("gzip", "deflate"):
+        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none.")
     limit = settings.CTXWEB_MAX_REQUEST_BYTES
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
     try:
         data = inflater.decompress(body, limit + 1)
     except zlib.error:
-        raise DomainError("The body is not valid gzip.", code="invalid_gzip", status=400) from None
+        raise DomainError(f"The body is not valid {encoding}.", code="invalid_encoding", status=400) from None
     if len(data) > limit or inflater.unconsumed_tail:
         raise TooLarge(f"The body unpacks to more than {limit} bytes (CTXWEB_MAX_REQUEST_BYTES).",
                        code="request_too_large")
     if not inflater.eof:
-        raise DomainError("The gzip body is truncated.", code="invalid_gzip", status=400)
+        raise DomainError(f"The {encoding} body is truncated.", code="invalid_encoding", status=400)
     return data
 
 
