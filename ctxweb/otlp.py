@@ -8,6 +8,7 @@ encoding, with partial_success for rejected spans, and a google.rpc.Status body 
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -41,6 +42,12 @@ def receive_traces(request) -> HttpResponse:
         return response
     if request.META.get("HTTP_TRANSFER_ENCODING"):
         return _status(kind, 411, "Send the body with a Content-Length header, not chunked.")
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _status(kind, 400, "Content-Length is not a size in bytes.")
+    if length > settings.CTXWEB_MAX_REQUEST_BYTES:
+        return _status(kind, 413, f"The request body is larger than {settings.CTXWEB_MAX_REQUEST_BYTES} bytes.")
     try:
         request.auth = ApiKeyAuth()(request)
         export = otlp.decode_export(request.body, request.content_type, request.headers.get("Content-Encoding", ""))

@@ -17,6 +17,7 @@ the export is kept, and the OTLP response's partial_success says how many and wh
 
 import base64
 import json
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ GENAI_MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 ROLES = {"system", "developer", "user", "assistant", "tool"}
+MAX_COUNT = 2**63 - 1  # what a PositiveBigIntegerField holds
 MAX_ERRORS_SHOWN = 3  # distinct reasons listed in partial_success.error_message
 
 
@@ -207,12 +209,15 @@ def _time(nanos: int) -> datetime:
 
 
 def _int(value) -> int | None:
+    """A token count, or None for anything that is not one (negative, infinite, too big)."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int | float) and value >= 0:
-        return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, float):
+        value = int(value) if math.isfinite(value) else -1
+    elif isinstance(value, str):
+        value = int(value) if value.isdigit() else -1
+    if isinstance(value, int) and 0 <= value <= MAX_COUNT:
+        return value
     return None
 
 
@@ -511,7 +516,7 @@ def convention(attrs: dict, events) -> str:
     if str(attrs.get("openinference.span.kind", "")).upper() == "LLM":
         return "openinference"
     operation = attrs.get("gen_ai.operation.name")
-    if operation in GENAI_CHAT_OPERATIONS:
+    if isinstance(operation, str) and operation in GENAI_CHAT_OPERATIONS:
         return "genai"
     if operation is None and ("gen_ai.input.messages" in attrs
                               or any(event.name in GENAI_MESSAGE_EVENTS for event in events)):

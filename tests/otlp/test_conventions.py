@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessions.otlp import MalformedSpan, captured_request
 from tests.otlp.spans import SECOND, T0, TRACE, openinference, span
@@ -144,3 +146,49 @@ def test_a_span_that_is_not_an_llm_call_is_none():
 def test_malformed_messages_raise(attrs):
     with pytest.raises(MalformedSpan):
         captured_request(span(attrs))
+
+
+def test_genai_image_uris_and_json_tool_responses_are_read():
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps([
+        {"role": "user", "parts": [{"type": "uri", "modality": "image", "uri": "https://example.com/a.png"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "Let me look."},
+                                        {"type": "tool_call", "id": "c1", "name": "zoom", "arguments": "x2"}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": {"ok": True}}]},
+    ])}
+
+    assert captured_request(span(attrs)).messages == [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "zoom", "arguments": "x2"}}]},
+        {"role": "tool", "content": '{"ok": true}', "tool_call_id": "c1"},
+    ]
+
+
+KEYS = [
+    "openinference.span.kind", "session.id", "llm.model_name", "llm.invocation_parameters", "llm.token_count.prompt",
+    "llm.input_messages.0.message.role", "llm.input_messages.0.message.content",
+    "llm.input_messages.0.message.contents.0.message_content.type",
+    "llm.input_messages.0.message.contents.0.message_content.image.image.url",
+    "llm.input_messages.1.message.tool_calls.0.tool_call.function.arguments", "llm.input_messages.1.message.name",
+    "llm.output_messages.0.message.role", "gen_ai.operation.name", "gen_ai.input.messages",
+    "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.usage.input_tokens", "gen_ai.conversation.id",
+]
+scalars = st.one_of(st.text(max_size=20), st.integers(-(2**63), 2**63 - 1), st.floats(), st.booleans(),
+                    st.sampled_from(["LLM", "chat", "user", "assistant", "tool", "text", "image", "[]", "{}",
+                                     '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+                                     '[{"role": "tool", "parts": [{"type": "tool_call_response"}]}]']))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), values, max_size=10),
+       st.lists(st.tuples(st.sampled_from(["gen_ai.user.message", "gen_ai.choice", "gen_ai.tool.message", "x"]),
+                          st.dictionaries(st.sampled_from(["content", "tool_calls", "id", "role", "message"]),
+                                          values, max_size=3)), max_size=3))
+def test_any_attributes_give_a_request_nothing_or_a_malformed_span(attrs, events):
+    try:
+        request = captured_request(span(attrs, events=events))
+    except MalformedSpan:
+        return
+    assert request is None or (request.messages and all(isinstance(m, dict) for m in request.messages))

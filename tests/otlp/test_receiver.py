@@ -3,6 +3,7 @@ official protobuf classes."""
 
 import gzip
 import json
+import zlib
 
 import pytest
 from django.test import Client
@@ -12,6 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from sessions.models import RecordedRequest, Session
 from tests.api.conftest import UNKNOWN_SECRET
+from tests.conftest import AUTH_FAILURE_LIMIT
 from tests.otlp.spans import SECOND, T0, TRACE, as_otlp_json, export, openinference, span
 
 pytestmark = pytest.mark.django_db
@@ -122,6 +124,23 @@ def test_an_undecodable_body_is_400(api_key, body, content_type):
     assert response.status_code == 400, response.content
     assert status(response).message
     assert not RecordedRequest.objects.exists()
+
+
+def test_it_reads_a_deflate_body(api_key):
+    body = zlib.compress(export(llm_span()).SerializeToString())
+
+    answer(post(body, api_key, **{"Content-Encoding": "deflate"}))
+
+    assert RecordedRequest.objects.count() == 1
+
+
+def test_too_many_failed_keys_are_429_with_retry_after(project, low_auth_failure_limit):
+    body = export(llm_span()).SerializeToString()
+    codes = [post(body, UNKNOWN_SECRET).status_code for _ in range(AUTH_FAILURE_LIMIT + 1)]
+
+    assert codes == [401] * AUTH_FAILURE_LIMIT + [429]
+    refused = post(body, UNKNOWN_SECRET)
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
 
 
 def test_a_body_that_is_not_gzip_is_400(api_key):
