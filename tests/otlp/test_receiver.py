@@ -240,3 +240,15 @@ def test_get_is_405_and_no_csrf_token_is_needed(api_key):
     response = client.post("/v1/traces", data=export(llm_span()).SerializeToString(), content_type=PROTOBUF,
                            headers={"Authorization": f"Bearer {api_key}"})
     assert response.status_code == 200
+
+
+def test_a_session_rebuilt_from_spans_opens_in_the_dashboard(api_key, django_user_model):
+    answer(post(export(llm_span(session=None)).SerializeToString(), api_key))
+    admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw-unused-1")
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(admin)
+
+    page = client.get(Session.objects.get().url("session"))
+
+    assert page.status_code == 200
+    assert "Hello" in page.content.decode() and "Hi." in page.content.decode()
