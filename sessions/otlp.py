@@ -257,7 +257,7 @@ def _tool_call(call_id, name, arguments) -> dict:
     if not isinstance(arguments, str):
         # GenAI instrumentations parse the arguments; json.dumps' defaults give back what a Python
         # client that wrote them with json.dumps sent.
-        arguments = json.dumps(arguments, ensure_ascii=False) if arguments is not None else ""
+        arguments = json.dumps(arguments) if arguments is not None else ""
     return {"id": _text(call_id or "", "a tool call id"), "type": "function",
             "function": {"name": _text(name or "", "a tool call name"), "arguments": arguments}}
 
@@ -414,7 +414,7 @@ def genai_messages(items, where: str) -> list[dict]:
                 calls.append(_tool_call(part.get("id"), part.get("name"), part.get("arguments")))
             elif kind == "tool_call_response":
                 response = part.get("response", part.get("result"))
-                text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
+                text = response if isinstance(response, str) else json.dumps(response)
                 responses.append(_message("tool", text, tool_call_id=_text(part.get("id") or "", "a tool call id")))
             elif kind == "reasoning":
                 continue  # not part of what a Chat Completions request sends
@@ -425,7 +425,8 @@ def genai_messages(items, where: str) -> list[dict]:
                 raise MalformedSpan(f"{at} mixes tool responses with other parts")
             messages.extend(responses)
             continue
-        messages.append(_message(role, _content(content, bool(calls)), name=item.get("name") or "", tool_calls=calls))
+        messages.append(_message(role, _content(content, bool(calls)), name=_text(item.get("name") or "", "name"),
+                                 tool_calls=calls))
     return messages
 
 
@@ -454,8 +455,9 @@ def _event_message(name: str, attrs: dict) -> dict:
         calls.append(_tool_call(call.get("id"), function.get("name"), function.get("arguments")))
     if content is not None and not isinstance(content, str | list):
         raise MalformedSpan(f"{name}: content is neither text nor parts")
-    return _message(role, content, name=attrs.get("name") or "", tool_calls=calls,
-                    tool_call_id=(attrs.get("id") or attrs.get("tool_call_id") or "") if role == "tool" else "")
+    call_id = (attrs.get("id") or attrs.get("tool_call_id") or "") if role == "tool" else ""
+    return _message(role, content, name=_text(attrs.get("name") or "", "name"), tool_calls=calls,
+                    tool_call_id=_text(call_id, "tool message id"))
 
 
 def _chat_part(part, where: str) -> dict:

@@ -232,6 +232,11 @@ def test_batches_out_of_order_are_numbered_by_start_time(api_key):
 
     numbers = dict(RecordedRequest.objects.values_list("external_id", "number"))
     assert numbers == {"0a" * 8: 1, "0b" * 8: 2}
+    first, second = RecordedRequest.objects.order_by("number")
+    assert (first.message_seqs, first.response_seqs) == ([None, 1], [2])
+    assert (second.message_seqs, second.response_seqs, second.dropped_seqs) == ([None, 1, 2, 3], [4], [])
+    session = Session.objects.get()
+    assert [m.text for m in session.messages.order_by("seq")] == ["Hello", "Hi.", "More", "Sure."]
 
 
 def test_get_is_405_and_no_csrf_token_is_needed(api_key):
