@@ -8,6 +8,7 @@ import json
 
 import openai
 import pytest
+from django.core.signals import request_started
 from django.db import connection
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
@@ -94,6 +95,20 @@ def exporter(live_server, secret, monkeypatch):
 
 
 @pytest.fixture
+def exports():
+    """How each request to /v1/traces arrived: its Content-Type and Content-Encoding."""
+    seen = []
+
+    def note(sender, environ, **kwargs):
+        if environ.get("PATH_INFO") == "/v1/traces":
+            seen.append((environ.get("CONTENT_TYPE"), environ.get("HTTP_CONTENT_ENCODING")))
+
+    request_started.connect(note)
+    yield seen
+    request_started.disconnect(note)
+
+
+@pytest.fixture
 def kept():
     return InMemorySpanExporter()
 
@@ -161,7 +176,7 @@ def requests_of(session) -> list[RecordedRequest]:
 
 
 def test_stored_messages_are_byte_for_byte_what_the_client_sent(instrumented, tracer_provider, chat_server, kept,
-                                                                exporter):
+                                                                exporter, exports):
     client = openai.OpenAI(base_url=chat_server.base_url, api_key="sk-test")
     app = App(client)
     chat_server.answers = [
@@ -180,6 +195,7 @@ def test_stored_messages_are_byte_for_byte_what_the_client_sent(instrumented, tr
     session = session_of(instrumented, kept)
     stored = requests_of(session)
     assert len(stored) == len(app.sent) == 3
+    assert exports and set(exports) == {("application/x-protobuf", "gzip")}
     for request, sent, received in zip(stored, app.sent, chat_server.received, strict=True):
         assert json.dumps(in_openai_order(request.messages)) == json.dumps(sent)
         if connection.vendor == "sqlite":
