@@ -16,6 +16,7 @@ the export is kept, and the OTLP response's partial_success says how many and wh
 """
 
 import base64
+import hashlib
 import json
 import math
 import re
@@ -32,6 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .errors import DomainError, TooLarge
+from .models import SESSION_KEY_RE
 from .recorded_requests import CapturedRequest
 
 PROTOBUF = "application/x-protobuf"
@@ -548,6 +550,17 @@ class Spans:
         return " ".join(notes)
 
 
+def session_key(conversation: str) -> str:
+    """The session key for a session or conversation id: the id itself when it is a valid key, else
+    the id with every other character made "-" and a digest of the id appended, so that two ids that
+    differ only there stay two sessions."""
+    if re.fullmatch(SESSION_KEY_RE, conversation):
+        return conversation
+    digest = hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    readable = re.sub(r"[^A-Za-z0-9._:@-]+", "-", conversation).strip("-.")[:180]
+    return f"{readable}-{digest}" if readable else f"session-{digest}"
+
+
 def captured_request(span) -> CapturedRequest | None:
     """The request one span records, None for a span that is not an LLM call; MalformedSpan when it is
     one whose messages cannot be read."""
@@ -563,6 +576,7 @@ def captured_request(span) -> CapturedRequest | None:
     conversation = read.pop("conversation")
     if not isinstance(conversation, str | int) or isinstance(conversation, bool) or conversation == "":
         conversation = f"trace-{trace_id}"
+    conversation = session_key(str(conversation))
     parameters = read["parameters"]
     _no_nul(parameters, "its parameters")
     return CapturedRequest(

@@ -192,3 +192,16 @@ def test_any_attributes_give_a_request_nothing_or_a_malformed_span(attrs, events
     except MalformedSpan:
         return
     assert request is None or (request.messages and all(isinstance(m, dict) for m in request.messages))
+
+
+@pytest.mark.parametrize("session_id, key", [
+    ("support-42", "support-42"),
+    ("user 42 / chat", "user-42-chat-"),
+    ("..", "session-"),
+    ("x" * 300, "x" * 180 + "-"),
+])
+def test_session_ids_that_are_not_valid_keys_get_one(session_id, key):
+    request = captured_request(span(openinference([{"role": "user", "content": "hi"}], session=session_id)))
+
+    assert request.conversation.startswith(key)
+    assert request.conversation == key or len(request.conversation) == len(key) + 12
