@@ -5,10 +5,12 @@ import gzip
 import json
 import zlib
 
+import hypothesis
 import pytest
 from django.test import Client
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from sessions.models import RecordedRequest, Session
@@ -257,3 +259,42 @@ def test_a_session_rebuilt_from_spans_opens_in_the_dashboard(api_key, django_use
 
     assert page.status_code == 200
     assert "Hello" in page.content.decode() and "Hi." in page.content.decode()
+
+
+MESSAGE_VALUES = st.one_of(
+    st.sampled_from(["user", "assistant", "tool", "system", "", "image", "text", "call_1", "{}", "[]"]),
+    st.text(max_size=12), st.integers(-5, 5), st.booleans(),
+)
+OI_KEYS = [f"llm.{side}_messages.{i}.message.{field}" for side in ("input", "output") for i in (0, 1)
+           for field in ("role", "content", "name", "tool_call_id", "contents.0.message_content.type",
+                         "contents.0.message_content.text", "contents.0.message_content.image.image.url",
+                         "tool_calls.0.tool_call.id", "tool_calls.0.tool_call.function.name",
+                         "tool_calls.0.tool_call.function.arguments")]
+GENAI_PARTS = st.fixed_dictionaries({"type": st.sampled_from(["text", "tool_call", "tool_call_response", "uri",
+                                                              "blob", "reasoning"])},
+                                    optional={"content": MESSAGE_VALUES, "id": MESSAGE_VALUES, "name": MESSAGE_VALUES,
+                                              "arguments": MESSAGE_VALUES, "response": MESSAGE_VALUES,
+                                              "uri": MESSAGE_VALUES, "modality": st.just("image")})
+GENAI_MESSAGES = st.lists(st.fixed_dictionaries({"role": MESSAGE_VALUES, "parts": st.lists(GENAI_PARTS, max_size=3)}),
+                          max_size=4).map(json.dumps)
+
+
+@hypothesis.settings(max_examples=60, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(
+    oi=st.dictionaries(st.sampled_from(OI_KEYS), MESSAGE_VALUES, max_size=8),
+    genai=st.tuples(GENAI_MESSAGES, GENAI_MESSAGES),
+    session_id=st.text(max_size=10),
+)
+def test_whatever_llm_spans_carry_the_answer_is_200_and_counts_every_span(api_key, oi, genai, session_id):
+    spans = [
+        span({"openinference.span.kind": "LLM", "session.id": session_id, **oi}),
+        span({"gen_ai.operation.name": "chat", "gen_ai.conversation.id": session_id,
+              "gen_ai.input.messages": genai[0], "gen_ai.output.messages": genai[1]}),
+    ]
+    before = RecordedRequest.objects.count()
+
+    result = answer(post(export(*spans).SerializeToString(), api_key))
+
+    stored = RecordedRequest.objects.count() - before
+    assert stored + result.partial_success.rejected_spans == 2
