@@ -45,6 +45,8 @@ def receive_traces(request) -> HttpResponse:
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
+        length = -1
+    if length < 0:
         return _status(kind, 400, "Content-Length is not a size in bytes.")
     if length > settings.CTXWEB_MAX_REQUEST_BYTES:
         return _status(kind, 413, f"The request body is larger than {settings.CTXWEB_MAX_REQUEST_BYTES} bytes.")
@@ -52,8 +54,7 @@ def receive_traces(request) -> HttpResponse:
         request.auth = ApiKeyAuth()(request)
         export = otlp.decode_export(request.body, request.content_type, request.headers.get("Content-Encoding", ""))
         spans = otlp.spans_of(export)
-        rejected = list(spans.rejected)
-        stored = _store(request.auth.project, spans, rejected, actor(request))
+        stored = _store(request.auth.project, spans, actor(request))
     except RequestDataTooBig:
         return _status(kind, 413, "The request body is too large (CTXWEB_MAX_REQUEST_BYTES).")
     except DomainError as exc:
@@ -61,15 +62,12 @@ def receive_traces(request) -> HttpResponse:
     except Exception:
         logger.exception("unhandled error in POST /v1/traces")
         return _status(kind, 500, "Internal error; it was logged.")
-    spans.rejected = rejected
-    logger.info("otlp export: %s stored, %s rejected, %s ignored", stored, len(rejected), spans.ignored)
-    body, content_type = otlp.encode_response(
-        otlp.JSON if kind == otlp.JSON else otlp.PROTOBUF, len(rejected), spans.error_message()
-    )
+    logger.info("otlp export: %s stored, %s rejected, %s ignored", stored, len(spans.rejected), spans.ignored)
+    body, content_type = otlp.encode_response(kind, len(spans.rejected), spans.error_message())
     return HttpResponse(body, content_type=content_type)
 
 
-def _store(project, spans: otlp.Spans, rejected: list[str], who: str) -> int:
+def _store(project, spans: otlp.Spans, who: str) -> int:
     """Each conversation's requests are recorded together. A request record_requests refuses (messages
     that are not valid OpenAI messages) is a rejected span; so are a conversation's spans when its
     session cannot take them (a 4xx from the domain), while the other conversations are kept."""
@@ -83,8 +81,8 @@ def _store(project, spans: otlp.Spans, rejected: list[str], who: str) -> int:
         except DomainError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
-            rejected.extend([f"conversation {conversation[:80]!r}: {exc.detail}"] * len(requests))
+            spans.rejected.extend([f"conversation {conversation[:80]!r}: {exc.detail}"] * len(requests))
             continue
         stored += result.stored
-        rejected.extend(result.rejected)
+        spans.rejected.extend(result.rejected)
     return stored
