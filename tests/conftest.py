@@ -1,3 +1,6 @@
+import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -12,16 +15,24 @@ from sessions.importers import import_file
 from sessions.models import Project
 from tests.openai_stub import OpenAIStub
 
+SHARED_MEMORY = Path("/dev/shm")
+
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory, request):
     """On SQLite the test database is a file, not memory, so that a worker process forked by the queue
-    tests (tests/workers.py) opens the same database."""
+    tests (tests/workers.py) opens the same database. The file goes to shared memory where there is some
+    (/dev/shm): every commit syncs the WAL (synchronous=FULL, as in production), and on a disk each of
+    the transactional tests' commits waits for it; in memory the sync costs nothing."""
     from django.conf import settings
 
     database = settings.DATABASES["default"]
     if database["ENGINE"] == "django.db.backends.sqlite3":
-        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("database") / "test_ctxweb.sqlite3")
+        folder = tmp_path_factory.mktemp("database")
+        if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
+            folder = Path(tempfile.mkdtemp(prefix="ctxweb-test-", dir=SHARED_MEMORY))
+            request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))
+        database.setdefault("TEST", {})["NAME"] = str(folder / "test_ctxweb.sqlite3")
 
 
 @pytest.fixture(autouse=True, scope="session")
