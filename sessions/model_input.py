@@ -6,6 +6,7 @@ result is left out: dropped, or pending while it belongs to the newest assistant
 here, once, so every format and every explanation agree on what the model sees.
 """
 
+import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections import defaultdict
@@ -476,6 +477,32 @@ def build_model_input(
             omission.request_index = items[i].index
         omitted.append(omission)
     return ModelInput(session, checkpoint or None, as_of, entries, omitted, awaiting)
+
+
+# Part of every model-input tag: change it whenever the input or a format is rendered differently for
+# the same stored state, so a tag given out by an older release never matches.
+TAG_VERSION = "1"
+
+
+def model_input_tag(session: Session, fmt: str, as_of: int | None) -> str:
+    """The ETag of the model input of `session` in `fmt` (as of `as_of`), from the session's row alone:
+    the input is a function of what is recorded here, and every change to it moves one of these.
+    Appends move message_count; a checkpoint moves checkpoint_count and checkpoint_last_seq; new
+    instructions, compaction settings and a message's include_in_messages flag move updated_at
+    (message_edits.update_message); the figures kept of the input (tokens, messages, what it leaves
+    out) come along too. Nothing else can change what the model input holds: messages and checkpoints
+    are never edited or deleted."""
+    settings = session.compaction_settings()
+    state = [
+        TAG_VERSION, session.pk, session.key, fmt, as_of,
+        session.message_count, session.checkpoint_count, session.checkpoint_last_seq,
+        session.updated_at.isoformat(),
+        session.instructions_tokens, hashlib.blake2b(session.instructions.encode(), digest_size=16).hexdigest(),
+        session.input_tokens, session.input_messages, session.input_left_out,
+        settings.max_tokens, settings.keep_recent_tokens, settings.auto, settings.summarizer,
+    ]
+    digest = hashlib.blake2b(json.dumps(state, separators=(",", ":")).encode(), digest_size=16).hexdigest()
+    return f'"{digest}"'
 
 
 _ROW_FIELDS = ("seq", "role", "tokens", "call_ids", "tool_call_tokens", "tool_call_id", "call_seq", "has_content")
