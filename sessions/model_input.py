@@ -657,6 +657,9 @@ def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool 
     return layout.tokens
 
 
+RECENT_ROWS = 16
+
+
 def input_figures_after_append(session: Session, first_new_seq: int, new_rows: list) -> dict:
     """The session's model-input figures (input_tokens, input_messages, input_left_out) after the
     visible messages `new_rows` (stored objects, seq from `first_new_seq` on) were stored, from its
@@ -668,14 +671,20 @@ def input_figures_after_append(session: Session, first_new_seq: int, new_rows: l
     laid out again, once without and once with the new ones: appends stay O(batch), not O(log).
     """
     visible = visible_messages(session, session.checkpoint_last_seq)
-    # Two plain index range reads: SQLite will not use the (session, seq) index for a bound that
-    # comes from a subquery.
-    anchor = (
-        visible.filter(role=Role.ASSISTANT, seq__lt=first_new_seq).order_by("-seq").values_list("seq", flat=True).first()
-    )
-    old = [] if anchor is None else [
-        _Row(row) for row in _row_values(visible.filter(seq__gte=anchor, seq__lt=first_new_seq))
-    ]
+    before = visible.filter(seq__lt=first_new_seq)
+    # The newest assistant message is nearly always among the last few visible rows: one read of
+    # those, newest first, finds it. Only when it is further back, two plain index range reads find
+    # it and the rows from it on (SQLite will not use the (session, seq) index for a bound that comes
+    # from a subquery).
+    recent = [_Row(row) for row in _row_values(before.order_by("-seq"))[:RECENT_ROWS]]
+    at = next((i for i, row in enumerate(recent) if row.role == Role.ASSISTANT), None)
+    if at is not None:
+        old = recent[: at + 1][::-1]
+    elif len(recent) < RECENT_ROWS:
+        old = []  # no assistant message since the checkpoint
+    else:
+        anchor = before.filter(role=Role.ASSISTANT).order_by("-seq").values_list("seq", flat=True).first()
+        old = [] if anchor is None else [_Row(row) for row in _row_values(before.filter(seq__gte=anchor))]
     rows = old + list(new_rows)
     if not rows:
         return {}
