@@ -8,7 +8,10 @@ validation; the session row lock; the duplicate-id check; the insert; the stored
 the auto-compaction check; building and rendering the model input; serializing the response). Prints
 one table per request kind: the median per request of each step's own time and its queries.
 
-    DEBUG=1 .venv/bin/python tools/where_time_goes.py [--requests 200] [--profile append|model-input]
+    .venv/bin/python tools/where_time_goes.py [--requests 200] [--profile append|model-input]
+    DATABASE_URL=postgres://USER@HOST:5432/DB .venv/bin/python tools/where_time_goes.py
+
+It serves as a deployment does (DEBUG off), with the rate limits at their defaults.
 
 --profile prints a pyinstrument profile (a dev dependency) of that request kind instead.
 """
@@ -21,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 # (label, module, attribute): each wrapped so that its time and queries are its own (less nested steps').
 STEPS = [
+    ("request: ninja's parameters and body schema", "ninja.operation.Operation", "_get_values"),
+    ("response: schema check and JSON", "ninja.operation.Operation", "_result_to_response"),
     ("auth: brute-force check", "sessions.throttle", "check"),
     ("auth: key lookup", "ctxweb.api", "authenticate"),
     ("auth: rate-limit UPDATE", "sessions.rate_limits", "admit"),
@@ -37,7 +41,7 @@ STEPS = [
     ("session row (append: locked)", "sessions.session_store", "get_session"),
     ("session row (append: locked)", "sessions.session_store", "get_or_create_locked"),
     ("session row", "sessions.api", "get_session"),
-    ("append: duplicate-id check, seqs", "sessions.append", "_store"),
+    ("append: duplicate-id check, session UPDATE", "sessions.append", "_store"),
     ("append: calls answered", "sessions.append", "_stored_calls"),
     ("insert messages", "sessions.append", "insert_messages"),
     ("stored figures", "sessions.append", "input_figures_after_append"),
@@ -61,9 +65,8 @@ def setup_django(database_url: str | None):
     import django
 
     django.setup()
-    from django.test.utils import setup_databases
-
     from django.conf import settings
+    from django.test.utils import setup_databases
     settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.dummy.DummyBackend"}}
     return setup_databases(verbosity=0, interactive=False) if "postgres" in database_url else None
 
@@ -95,7 +98,7 @@ class Attribution:
         return wrapped
 
     def query(self, execute, sql, params, many, context):
-        self.queries[self.stack[-1] if self.stack else "other"] += 1
+        self.queries[self.stack[-1] if self.stack else "other (transaction BEGIN)"] += 1
         return execute(sql, params, many, context)
 
     def reset(self):
@@ -106,9 +109,20 @@ class Attribution:
 def install(attribution: Attribution):
     import importlib
 
+    from django.db import connections
+
     for label, module_name, attribute in STEPS:
+        if module_name.endswith(".Operation"):
+            module = importlib.import_module(module_name.rsplit(".", 1)[0]).Operation
+            function = getattr(module, attribute)
+            wrapped = attribution.wrap(label, function)
+            setattr(module, attribute, lambda self, *a, _w=wrapped, **k: _w(self, *a, **k))
+            continue
         module = importlib.import_module(module_name)
-        setattr(module, attribute, attribution.wrap(label, getattr(module, attribute)))
+        if hasattr(module, attribute):
+            setattr(module, attribute, attribution.wrap(label, getattr(module, attribute)))
+    database = connections["default"]
+    database.commit = attribution.wrap("commit (the append's transaction)", database.commit)
 
 
 def conversation(rng: random.Random, turns: int, prefix: str) -> list[list[dict]]:
@@ -124,9 +138,9 @@ def conversation(rng: random.Random, turns: int, prefix: str) -> list[list[dict]
                 {"id": p + "c", "role": "assistant", "content": None,
                  "tool_calls": [{"id": p + "call", "name": "lookup", "arguments": '{"q": "x"}'}]},
                 {"id": p + "r", "role": "tool", "tool_call_id": p + "call",
-                 "content": " ".join(words(rng, 3, 12) for _ in range(rng.randint(1, 30)))},
+                 "content": " ".join(words(rng, 3, 12) for _ in range(rng.randint(1, 60)))},
             ]
-        turn.append({"id": p + "a", "role": "assistant", "content": words(rng, 10, 120)})
+        turn.append({"id": p + "a", "role": "assistant", "content": words(rng, 10, 240)})
         out.append(turn)
     return out
 
@@ -139,20 +153,35 @@ def measure(client, attribution, send, count: int):
     with connection.execute_wrapper(attribution.query):
         for i in range(count):
             attribution.reset()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             response = send(i)
             total = time.perf_counter() - start
+            attribution.own_time["cpu"] = time.process_time() - cpu
             assert response.status_code in (200, 304), (response.status_code, response.content[:300])
             rows.append((total, dict(attribution.own_time), dict(attribution.queries)))
     return rows
 
 
+def calls_per_request(send, start: int, count: int) -> float:
+    """Function calls (cProfile's count, builtins included) per request, over `count` requests."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    for i in range(start, start + count):
+        send(i)
+    profile.disable()
+    return pstats.Stats(profile).total_calls / count
+
+
 def table(title: str, rows) -> str:
-    labels = list(dict.fromkeys(label for label, _, _ in STEPS)) + ["other"]
+    labels = [*dict.fromkeys(label for label, _, _ in STEPS), "commit (the append's transaction)", "other (transaction BEGIN)"]
     total = statistics.median(r[0] for r in rows) * 1000
-    lines = [f"\n{title}: {len(rows)} requests, median {total:.2f} ms, "
+    cpu = statistics.median(r[1]["cpu"] for r in rows) * 1000
+    lines = [f"\n{title}: {len(rows)} requests, median {total:.2f} ms ({cpu:.2f} ms of CPU in this process), "
              f"{statistics.median(sum(r[2].values()) for r in rows):.0f} queries",
-             f"{'step':38} {'own ms (median)':>16} {'queries':>8}"]
+             f"{'step':44} {'own ms (median)':>16} {'queries':>8}"]
     accounted = 0.0
     for label in labels:
         times = [r[1].get(label, 0.0) * 1000 for r in rows]
@@ -161,8 +190,8 @@ def table(title: str, rows) -> str:
             continue
         median = statistics.median(times)
         accounted += median
-        lines.append(f"{label:38} {median:16.2f} {statistics.median(queries):8.0f}")
-    lines.append(f"{'rest (Django, ninja, response)':38} {max(0.0, total - accounted):16.2f}")
+        lines.append(f"{label:44} {median:16.2f} {statistics.median(queries):8.0f}")
+    lines.append(f"{'rest (Django: middleware, routing)':44} {max(0.0, total - accounted):16.2f}")
     return "\n".join(lines)
 
 
@@ -171,7 +200,17 @@ def main(argv=None) -> int:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--profile", choices=["append", "model-input"])
     args = parser.parse_args(argv)
-    setup_django(os.environ.get("DATABASE_URL") if "postgres" in os.environ.get("DATABASE_URL", "") else None)
+    databases = setup_django(os.environ.get("DATABASE_URL") if "postgres" in os.environ.get("DATABASE_URL", "") else None)
+    try:
+        return run(args)
+    finally:
+        if databases is not None:
+            from django.test.utils import teardown_databases
+
+            teardown_databases(databases, verbosity=0)
+
+
+def run(args) -> int:
 
     from django.core.management import call_command
     from django.db import connection
@@ -195,12 +234,12 @@ def main(argv=None) -> int:
 
     # The append session: grows by one turn (1-4 messages) a request; auto compaction on, threshold far away.
     update_session(project, "appends", {"compaction": {"auto": True, "max_tokens": 50_000_000}})
-    turns = conversation(rng, args.requests + 20, "a")
+    turns = conversation(rng, args.requests + 40, "a")
     for turn in turns[:20]:
         post("appends", turn)
-    # The model-input session: about 720 messages and 100,000 tokens, no checkpoint.
+    # The model-input session: about 720 messages and 90,000 tokens, no checkpoint.
     update_session(project, "big", {"instructions": "You are a benchmark.", "compaction": {"auto": False}})
-    big = [m for turn in conversation(rng, 290, "b") for m in turn]
+    big = [m for turn in conversation(rng, 240, "b") for m in turn]
     for start in range(0, len(big), 200):
         post("big", big[start:start + 200])
     big_turns = turns[20:]
@@ -214,7 +253,7 @@ def main(argv=None) -> int:
     def model_input(i):
         return client.get("/api/v1/sessions/big/model-input", {"format": "openai"})
 
-    tag = model_input(0)["ETag"]
+    tag = model_input(0).get("ETag", "")
 
     def not_modified(i):
         return client.get("/api/v1/sessions/big/model-input", {"format": "openai"}, HTTP_IF_NONE_MATCH=tag)
@@ -233,12 +272,15 @@ def main(argv=None) -> int:
     session = Session.objects.get(project=project, key="big")
     print(f"{connection.vendor}; model-input session: {session.message_count} messages, "
           f"{session.input_tokens} tokens")
-    for name, send in (("append (1-4 messages, with ids)", append), ("model input, openai, 200", model_input),
-                       ("model input, openai, 304", not_modified)):
+    kinds = [("append (1-4 messages, with ids)", append), ("model input, openai, 200", model_input)]
+    if tag:
+        kinds.append(("model input, openai, 304", not_modified))
+    for name, send in kinds:
         for i in range(3):
             send(i) if send is not append else None  # warm
         count = args.requests if send is not model_input else max(20, args.requests // 5)
         print(table(name, measure(client, attribution, send, count)))
+        print(f"{'Python function calls per request':44} {calls_per_request(send, count, 10):16,.0f}")
     return 0
 
 
