@@ -7,6 +7,11 @@
     client.append("support-42", [{"role": "user", "content": "Hello"}])
     model_input = client.model_input("support-42", format="openai")
 
+`model_input` remembers the last answer for each (session, format, as_of) with its ETag and sends the
+tag back (If-None-Match): while the session is unchanged the server answers 304 without building the
+input, and the remembered one is returned (as a fresh copy). `model_input_cache_size` bounds how many it
+remembers (0: none).
+
 Every message sent by `append` gets a client id before the first attempt, so retrying a batch after a
 timeout stores nothing twice (the server answers `duplicate` for what it already has). Errors are
 `CtxwebError` subclasses carrying the API's `code` and the HTTP `status`.
@@ -18,8 +23,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -324,7 +331,7 @@ class Client:
     """The ctxweb API v1 at `base_url` (the server's address, with or without /api/v1)."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 30.0, retries: int = 2, backoff: float = 0.5,
-                 user_agent: str = "ctxweb-python-client/1"):
+                 user_agent: str = "ctxweb-python-client/1", model_input_cache_size: int = 64):
         base = base_url.rstrip("/")
         self.base_url = base if base.endswith("/api/v1") else base + "/api/v1"
         self.api_key = api_key
@@ -332,10 +339,26 @@ class Client:
         self.retries = retries
         self.backoff = backoff
         self.user_agent = user_agent
+        self.model_input_cache_size = model_input_cache_size
+        # (key, format, as_of) -> (ETag, the response body as sent), least recently used first.
+        self._model_inputs: OrderedDict[tuple, tuple[str, bytes]] = OrderedDict()
+        self._model_inputs_lock = threading.Lock()
 
     # --- transport -------------------------------------------------------------------------------
 
     def _once(self, method: str, path: str, body: Any = None, query: dict | None = None) -> tuple[int, Any]:
+        status, raw, headers = self._exchange(method, path, body, query)
+        return status, self._decode(raw, headers)
+
+    @staticmethod
+    def _decode(raw: bytes, headers) -> Any:
+        if headers.get("Content-Type", "").split(";")[0].strip() == "application/json":
+            return json.loads(raw) if raw else None
+        return raw.decode("utf-8")
+
+    def _exchange(self, method: str, path: str, body: Any = None, query: dict | None = None,
+                  headers: dict | None = None) -> tuple[int, bytes, Any]:
+        """One request: (status, the raw body, the response headers). A 304 is an answer, not an error."""
         url = self.base_url + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None and v != ""})
@@ -344,14 +367,16 @@ class Client:
         request.add_header("Authorization", f"Bearer {self.api_key}")
         request.add_header("Accept", "application/json")
         request.add_header("User-Agent", self.user_agent)
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
             with urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-                status = response.status
-                content_type = response.headers.get("Content-Type", "")
+                return response.status, response.read(), response.headers
         except HTTPError as exc:
+            if exc.code == 304:
+                return 304, b"", exc.headers
             raw = exc.read()
             try:
                 payload = json.loads(raw) if raw else {}
@@ -366,18 +391,18 @@ class Client:
             raise ConnectionFailed(f"cannot reach {url}: {exc.reason}", code="connection_failed") from exc
         except (ConnectionError, OSError, http.client.HTTPException) as exc:
             raise ConnectionFailed(f"connection to {url} failed: {exc}", code="connection_failed") from exc
-        if content_type.split(";")[0].strip() == "application/json":
-            return status, json.loads(raw) if raw else None
-        return status, raw.decode("utf-8")
 
     def _request(self, method: str, path: str, body: Any = None, query: dict | None = None,
                  retries: int = 0) -> tuple[int, Any]:
         """One request; `retries` more attempts after a timeout, a lost connection or a 502/503/504.
         Only requests that are safe to repeat are retried (reads, and appends with client ids)."""
+        return self._retrying(lambda: self._once(method, path, body, query), retries)
+
+    def _retrying(self, send, retries: int):
         attempt = 0
         while True:
             try:
-                return self._once(method, path, body, query)
+                return send()
             except (Timeout, ConnectionFailed, ServerError) as exc:
                 if attempt >= retries or (isinstance(exc, ServerError) and exc.status not in RETRYABLE_STATUS):
                     raise
@@ -459,8 +484,20 @@ class Client:
     # --- model input, compaction, tokens ---------------------------------------------------------
 
     def model_input(self, key: str, format: str = "openai", as_of: int | None = None) -> ModelInput:
-        data = self._request("GET", self._key(key) + "/model-input", query={"format": format, "as_of": as_of},
-                             retries=self.retries)[1]
+        """The model input. Asked again for the same session, format and as_of, it is sent only when it
+        changed (If-None-Match with the last answer's ETag); otherwise the last answer is returned."""
+        remembered = (key, format, as_of)
+        with self._model_inputs_lock:
+            last = self._model_inputs.get(remembered)
+        path, query = self._key(key) + "/model-input", {"format": format, "as_of": as_of}
+        headers = {"If-None-Match": last[0]} if last else None
+        status, raw, response_headers = self._retrying(
+            lambda: self._exchange("GET", path, query=query, headers=headers), self.retries)
+        if status == 304 and last:
+            raw = last[1]
+        else:
+            self._remember_model_input(remembered, response_headers.get("ETag"), raw)
+        data = json.loads(raw)  # parsed anew each time: the caller may change what it is given
         return ModelInput(
             format=data["format"],
             session=data["session"],
@@ -472,6 +509,15 @@ class Client:
             system=data.get("system"),
             pending_tool_calls=data.get("pending_tool_calls") or [],
         )
+
+    def _remember_model_input(self, remembered: tuple, tag: str | None, raw: bytes) -> None:
+        with self._model_inputs_lock:
+            self._model_inputs.pop(remembered, None)
+            if not tag or self.model_input_cache_size <= 0:
+                return
+            self._model_inputs[remembered] = (tag, raw)
+            while len(self._model_inputs) > self.model_input_cache_size:
+                self._model_inputs.popitem(last=False)
 
     def compact(self, key: str, *, force: bool = False, max_tokens: int | None = None,
                 keep_recent_tokens: int | None = None, summary: str | None = None,

@@ -5,6 +5,8 @@ import binascii
 from datetime import datetime
 
 from django.db.models import Q
+from django.http import HttpResponse, HttpResponseNotModified
+from django.utils.http import parse_etags
 from ninja import Path, Query, Router
 from ninja.responses import Status
 from pydantic_core import PydanticCustomError
@@ -21,7 +23,7 @@ from .formats import model_input_response
 from .listing import SessionFilters, find_sessions
 from .message_edits import update_message
 from .message_sizes import first_page
-from .model_input import build_model_input
+from .model_input import build_model_input, check_as_of, model_input_tag
 from .models import CompactionRun, Session
 from .next_request import build_request
 from .schemas import utc_datetime
@@ -183,13 +185,30 @@ def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
 # --- model input, compaction, tokens, requests ---------------------------------------------------
 
 
-@router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, **ERRORS, 409: s.ErrorOut},
+def matches(if_none_match: str, tag: str) -> bool:
+    """If-None-Match against our tag, compared weakly (RFC 9110 13.1.2)."""
+    tags = parse_etags(if_none_match)
+    return "*" in tags or any(t.removeprefix("W/") == tag for t in tags)
+
+
+@router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, 304: None, **ERRORS, 409: s.ErrorOut},
             summary="The model input: latest checkpoint plus the messages after it",
+            description="Answers with an ETag of the session's state; sent back in If-None-Match, an unchanged "
+                        "input is answered 304 with no body, without building it.",
             openapi_extra=links(200, CountTokens=link("count_tokens", {"messages": "$response.body#/messages"})))
 def model_input(
-    request, key: str, format: s.FormatName = "ctxweb", as_of: int | None = Query(None, ge=0, le=2_000_000_000)
+    request, response: HttpResponse, key: str, format: s.FormatName = "ctxweb",
+    as_of: int | None = Query(None, ge=0, le=2_000_000_000),
 ):
     session = get_session(project(request), key)
+    check_as_of(session, as_of)
+    tag = model_input_tag(session, format, as_of)
+    # Per API key, and to be asked again each time: the tag, not an age, says whether it is still good.
+    headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
+    if matches(request.headers.get("If-None-Match", ""), tag):
+        return HttpResponseNotModified(headers=headers)
+    for name, value in headers.items():
+        response[name] = value
     return model_input_response(build_model_input(session, as_of=as_of), format)
 
 

@@ -2,6 +2,7 @@
 Everything the model saw stays as it was stored."""
 
 from django.db import transaction
+from django.utils import timezone
 
 from .errors import DomainError, NotFound
 from .event_types import AttributesChange, MessageUpdated
@@ -41,7 +42,12 @@ def update_message(project: Project, key: str, seq: int, data: dict, actor: str 
         if not changes:
             return message
         message.save(update_fields=list(changes))
-        input_tokens = refresh_input_tokens(session) if "include_in_messages" in changes else session.input_tokens
+        input_tokens = session.input_tokens
+        if "include_in_messages" in changes:
+            input_tokens = refresh_input_tokens(session)
+            # What the model input holds changed: its tag (model_input.model_input_tag) moves with updated_at.
+            session.updated_at = timezone.now()
+            session.save(update_fields=["updated_at"])
         record(session, actor, MessageUpdated(
             seq=seq, id=message.client_id, changes=changes, input_tokens=input_tokens, at_seq=session.message_count,
         ))

@@ -74,3 +74,26 @@ def test_input_tokens_stay_exact_through_appends_flags_and_checkpoints(project, 
             seq = rng.randint(1, session.message_count)
             update_message(project, key, seq, {"include_in_messages": rng.random() < 0.5})
             assert_size_is_exact(session)
+
+
+@pytest.mark.parametrize("results_before", [3, 15, 16, 17, 40])
+def test_the_newest_assistant_message_is_found_however_far_back_it_is(project, append, results_before):
+    """An append reads the last RECENT_ROWS rows to find the newest assistant message, and further back
+    only when they hold none: both ways give the size a full rebuild gives."""
+    calls = [{"id": f"c{i}", "name": "lookup", "arguments": "{}"} for i in range(results_before + 2)]
+    append("far", [{"role": "user", "content": "Look these up."}, {"role": "assistant", "content": None,
+                                                                     "tool_calls": calls}])
+    append("far", [{"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i}"} for i in range(results_before)])
+    append("far", [{"role": "tool", "tool_call_id": f"c{results_before}", "content": "one more"}])
+    assert_size_is_exact(Session.objects.get(key="far"))
+
+    append("far", [{"role": "user", "content": f"question {i}"} for i in range(results_before)])
+    append("far", [{"role": "assistant", "content": "answer"}])
+    assert_size_is_exact(Session.objects.get(key="far"))
+
+
+@pytest.mark.parametrize("users", [3, 20])
+def test_a_session_without_an_assistant_message_keeps_its_size_exact(project, append, users):
+    append("users", [{"role": "user", "content": f"question {i}"} for i in range(users)])
+    append("users", [{"role": "user", "content": "and another"}])
+    assert_size_is_exact(Session.objects.get(key="users"))

@@ -136,3 +136,27 @@ def test_a_key_deleted_while_its_request_was_authenticated_gets_401(api_key, lim
     monkeypatch.setattr("ctxweb.api.authenticate", authenticate_then_delete)
 
     assert_error(Api(api_key).get("/sessions"), 401, "invalid_api_key")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_the_buckets_update_commits_without_waiting_for_the_disk(api, monkeypatch):
+    """The key's UPDATE is worth no flush (a power cut may lose a moment's counts); everything else
+    still commits with synchronous=FULL."""
+    from django.db import connection
+
+    from sessions import rate_limits
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's synchronous pragma")
+    levels = []
+    admit = rate_limits._admit
+
+    def watching(*args, **kwargs):
+        levels.append(connection.connection.execute("PRAGMA synchronous").fetchone()[0])
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(rate_limits, "_admit", watching)
+    assert api.put("/sessions/flush", {"title": "t"}).status_code == 201
+
+    assert levels == [1]  # NORMAL
+    assert connection.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again

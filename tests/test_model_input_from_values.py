@@ -1,0 +1,66 @@
+"""The model input is built from plain values (sessions.model_input.stored_messages), not from Message
+instances. Built the plain ORM way instead (every field of every message as a model instance, JSON
+decoded by Django), every response is the same to the byte: on the demo sessions and on every real
+transcript in tests/data, in every format, now and as of a message halfway."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sessions import model_input as model_input_module
+from sessions.demo import load_demo
+from sessions.errors import DomainError
+from sessions.formats import FORMATS, model_input_response
+from sessions.importers import import_file
+from sessions.model_input import build_model_input, visible_messages
+from sessions.models import Session
+from sessions.schemas import ModelInputOut
+
+pytestmark = pytest.mark.django_db
+
+DATA = Path(__file__).resolve().parent / "data" / "transcripts"
+FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl", ".traj"))
+
+
+def from_instances(session, after_seq, as_of=None):
+    """The reference: the visible messages as Message instances, every field loaded."""
+    return list(visible_messages(session, after_seq, as_of))
+
+
+def response_bytes(session: Session, fmt: str, as_of: int | None) -> bytes:
+    try:
+        body = model_input_response(build_model_input(session, as_of=as_of), fmt)
+    except DomainError as exc:  # nothing to send: the same refusal either way
+        return json.dumps(exc.as_dict()).encode()
+    return json.dumps(ModelInputOut.model_validate(body).model_dump(mode="json", by_alias=True)).encode()
+
+
+def differences(sessions, monkeypatch) -> list[str]:
+    found, compared = [], 0
+    for session in sessions:
+        for as_of in (None, session.message_count // 2):
+            for fmt in FORMATS:
+                with monkeypatch.context() as patch:
+                    patch.setattr(model_input_module, "stored_messages", from_instances)
+                    expected = response_bytes(session, fmt, as_of)
+                actual = response_bytes(session, fmt, as_of)
+                compared += 1
+                if actual != expected:
+                    found.append(f"{session.key} {fmt} as_of={as_of}")
+    assert compared >= 8
+    return found
+
+
+def test_the_demo_sessions_give_the_same_bytes_as_from_model_instances(monkeypatch):
+    load_demo()
+
+    assert differences(Session.objects.select_related("project").order_by("pk"), monkeypatch) == []
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name[:40] for p in FILES])
+def test_every_imported_transcript_gives_the_same_bytes_as_from_model_instances(project, path, monkeypatch):
+    import_file(project, path)
+
+    assert differences(Session.objects.filter(project=project).select_related("project").order_by("pk"),
+                       monkeypatch) == []
