@@ -73,6 +73,9 @@ class Parsed:
     format: str
     sessions: list[ImportedSession]
     skipped: int = 0
+    # A request log: the requests it records (sessions.recorded_requests.CapturedRequest), stored by
+    # record_requests, which rebuilds their sessions; `sessions` is then empty.
+    requests: list | None = None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from sessions.append import append_messages
 from sessions.checkpoints import create_imported_checkpoint
 from sessions.errors import DomainError
 from sessions.models import Project, Session
+from sessions.recorded_requests import record_requests
 from sessions.session_store import update_session
 from sessions.validation import image_parts
 
@@ -59,6 +60,8 @@ class FileReport:
     tool_results: int = 0
     checkpoints: int = 0
     entries_skipped: int = 0  # source entries that are not messages
+    requests: int = 0  # a request log: requests recorded now
+    requests_duplicate: int = 0  # a request log: requests already recorded by an earlier import
     error: str | None = None
 
     @property
@@ -91,6 +94,9 @@ class ImportSummary:
             f"({self.total('duplicates')} message(s) already stored, {self.total('entries_skipped')} "
             f"entr{'y' if self.total('entries_skipped') == 1 else 'ies'} without a message)."
         )
+        if self.total("requests") or self.total("requests_duplicate"):
+            line += (f" Recorded {self.total('requests')} request(s) from request logs "
+                     f"({self.total('requests_duplicate')} already recorded).")
         if self.failed:
             line += f" {len(self.failed)} file(s) failed."
         return line
@@ -249,6 +255,11 @@ def import_data(
     try:
         parsed = parse_transcript(name, data, fmt, key_prefix)
         report.format = parsed.format
+        if parsed.requests is not None:
+            store_requests(project, parsed.requests, actor, report)
+            if on_progress:
+                on_progress(report, size, size)
+            return report
         with transaction.atomic():
             for imported in parsed.sessions:
                 store_session(project, imported, actor, report, source_of(name))
@@ -260,6 +271,20 @@ def import_data(
     if on_progress:
         on_progress(report, size, size)
     return report
+
+
+def store_requests(project: Project, captured: list, actor: str, report: FileReport) -> None:
+    """Store a request log's requests through record_requests (one transaction: a file that fails stores
+    nothing), counting the sessions it touched and the messages their raw logs gained."""
+    keys = list(dict.fromkeys(c.conversation for c in captured))
+    before = dict(Session.objects.filter(project=project, key__in=keys).values_list("key", "message_count"))
+    with transaction.atomic():
+        result = record_requests(project, captured, actor)
+    after = dict(Session.objects.filter(project=project, key__in=result.sessions).values_list("key", "message_count"))
+    report.keys = list(result.sessions)
+    report.sessions_created = sum(1 for key in result.sessions if key not in before)
+    report.messages = sum(count - before.get(key, 0) for key, count in after.items())
+    report.requests, report.requests_duplicate = result.stored, result.duplicates
 
 
 def store_streamed(project: Project, streamed: StreamedConversation, instructions: str | None, actor: str,
