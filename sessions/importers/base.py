@@ -76,6 +76,7 @@ class Parsed:
     # A request log: the requests it records (sessions.recorded_requests.CapturedRequest), stored by
     # record_requests, which rebuilds their sessions; `sessions` is then empty.
     requests: list | None = None
+    request_lines: list[int] | None = None  # the line each request was read from, for errors
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,8 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
             raise TranscriptError("a ctxweb export is a JSON object (or its JSON Lines form)")
         return ctxweb_export.parse(value, source)
     if fmt == request_log.FORMAT:
-        return Parsed(fmt, [], requests=request_log.parse(name, data, source))
+        requests, lines = request_log.parse(name, data, source)
+        return Parsed(fmt, [], requests=requests, request_lines=lines)
     if fmt == claude_code.FORMAT:
         if not isinstance(value, list):
             raise TranscriptError("a Claude Code log is JSON Lines: one entry per line")

@@ -212,9 +212,9 @@ class _Pending:
         self.answered = False
 
 
-def parse(name: str, data: bytes, source: Source) -> list[CapturedRequest]:
+def parse(name: str, data: bytes, source: Source) -> tuple[list[CapturedRequest], list[int]]:
     """Every request of a request-log file, as CapturedRequests of one conversation per file (or per
-    conversation id, when the records carry one)."""
+    conversation id, when the records carry one), and the line each was read from."""
     pending: list[_Pending] = []
     for number, line, record in _lines(name, data):
         where = f"line {number}"
@@ -241,7 +241,7 @@ def parse(name: str, data: bytes, source: Source) -> list[CapturedRequest]:
         # other records (errors, metadata, unknown types) carry no request: skipped
     if not pending:
         raise TranscriptError("no line holds a request (`messages`, or `request` / `request_params` with messages)")
-    return _captured(pending, source)
+    return _captured(pending, source), [p.number for p in pending]
 
 
 def _captured(pending: list[_Pending], source: Source) -> list[CapturedRequest]:

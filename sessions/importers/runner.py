@@ -256,7 +256,7 @@ def import_data(
         parsed = parse_transcript(name, data, fmt, key_prefix)
         report.format = parsed.format
         if parsed.requests is not None:
-            store_requests(project, parsed.requests, actor, report)
+            store_requests(project, parsed.requests, actor, report, parsed.request_lines)
             if on_progress:
                 on_progress(report, size, size)
             return report
@@ -273,13 +273,25 @@ def import_data(
     return report
 
 
-def store_requests(project: Project, captured: list, actor: str, report: FileReport) -> None:
+def _name_line(reason: str, lines: dict[str, int]) -> str:
+    """record_requests names a refused request by its external id: name its line instead."""
+    head, _, detail = reason.partition(": ")
+    number = lines.get(head.removeprefix("request "))
+    return f"line {number}: {detail}" if number is not None else reason
+
+
+def store_requests(project: Project, captured: list, actor: str, report: FileReport,
+                   request_lines: list[int] | None = None) -> None:
     """Store a request log's requests through record_requests (one transaction: a file that fails stores
     nothing), counting the sessions it touched and the messages their raw logs gained."""
     keys = list(dict.fromkeys(c.conversation for c in captured))
     before = dict(Session.objects.filter(project=project, key__in=keys).values_list("key", "message_count"))
+    lines = {c.external_id: number for c, number in zip(captured, request_lines or (), strict=False)}
     with transaction.atomic():
         result = record_requests(project, captured, actor)
+        if result.rejected:  # a file that fails stores nothing: name its bad lines
+            raise TranscriptError("; ".join(_name_line(reason, lines) for reason in result.rejected[:5])
+                                  + (f" (and {len(result.rejected) - 5} more)" if len(result.rejected) > 5 else ""))
     after = dict(Session.objects.filter(project=project, key__in=result.sessions).values_list("key", "message_count"))
     report.keys = list(result.sessions)
     report.sessions_created = sum(1 for key in result.sessions if key not in before)
