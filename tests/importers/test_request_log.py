@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
 from django.urls import reverse
 
 from sessions.importers import import_path, parse_transcript
