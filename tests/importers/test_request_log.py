@@ -187,3 +187,11 @@ def test_the_upload_form_imports_a_request_log(project, django_capture_on_commit
     assert session.request_count == 7
     page = editor.get(posted["Location"], follow=True)
     assert b"interactions_20251103_033709" in page.content
+
+
+@pytest.mark.parametrize("fmt", ["auto", "request-log"])
+def test_a_request_log_above_the_streaming_size_is_read_whole(project, settings, fmt):
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 1000
+    report = import_path(project, NESTED, fmt=fmt)
+    assert report.error is None and report.format == "request-log"
+    assert Session.objects.get(key="interactions_20251103_033709").request_count == 7
