@@ -164,7 +164,7 @@ def append(request, key: str, body: s.AppendIn):
     }
 
 
-@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order",
+@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order, each message with its explain (where it is in the model input, or why not)",
             openapi_extra=links(200, **message_links("$response.body#/items/0/seq"),
                                 NextPage=link("raw_log", key="$request.path.key", after="$response.body#/next_after")))
 def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), limit: int = Query(100, ge=1, le=500)):
