@@ -293,7 +293,7 @@ def store_requests(project: Project, captured: list, actor: str, report: FileRep
             raise TranscriptError("; ".join(_name_line(reason, lines) for reason in result.rejected[:5])
                                   + (f" (and {len(result.rejected) - 5} more)" if len(result.rejected) > 5 else ""))
     after = dict(Session.objects.filter(project=project, key__in=result.sessions).values_list("key", "message_count"))
-    report.keys = list(result.sessions)
+    report.keys = keys  # every session the file records requests of, as for other imports run again
     report.sessions_created = sum(1 for key in result.sessions if key not in before)
     report.messages = sum(count - before.get(key, 0) for key, count in after.items())
     report.requests, report.requests_duplicate = result.stored, result.duplicates

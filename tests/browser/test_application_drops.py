@@ -10,7 +10,7 @@ from sessions.importers import import_path
 
 from .conftest import log_in
 
-LOG = Path(__file__).resolve().parent.parent / "data" / "transcripts" / "request-logs" / "interactions_20251103_025309.jsonl"
+LOG = Path(__file__).resolve().parent.parent / "data" / "request-logs" / "interactions_20251103_025309.jsonl"
 
 
 @pytest.mark.parametrize("width,height,scheme", [(1440, 900, "light"), (1440, 900, "dark"), (390, 844, "light"),

@@ -15,7 +15,7 @@ from .dom import parse
 
 pytestmark = pytest.mark.django_db
 
-LOG = Path(__file__).resolve().parent.parent / "data" / "transcripts" / "request-logs" / "interactions_20251103_025309.jsonl"
+LOG = Path(__file__).resolve().parent.parent / "data" / "request-logs" / "interactions_20251103_025309.jsonl"
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 

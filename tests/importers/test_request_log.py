@@ -17,7 +17,7 @@ from tests.importers.conftest import client_for, jsonl
 
 pytestmark = pytest.mark.django_db
 
-LOGS = Path(__file__).resolve().parent.parent / "data" / "transcripts" / "request-logs"
+LOGS = Path(__file__).resolve().parent.parent / "data" / "request-logs"
 SEPARATE = LOGS / "interactions_20251103_025309.jsonl"  # type request/response lines, SWE-agent `outputs`
 NESTED = LOGS / "interactions_20251103_033709.jsonl"  # request_params, Chat Completions responses
 SYSTEM = {"role": "system", "content": "Be brief."}
