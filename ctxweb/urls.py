@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from sessions import error_pages, login_views
 
 from .api import api
+from .otlp import receive_traces
 
 
 def api_not_found(request, rest=""):
@@ -20,6 +21,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
+    # OTLP/HTTP's standard path, so an exporter pointed at this host's root finds it (README).
+    path("v1/traces", receive_traces, name="otlp_traces"),
     path("", include("sessions.urls")),
 ]
 

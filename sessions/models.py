@@ -1,5 +1,6 @@
 """The data model: projects, sessions, the raw log of messages, checkpoints and events."""
 
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -273,6 +274,23 @@ class Event(models.Model):
         return f"{self.type} by {self.actor}"
 
 
+class JSONTextField(models.TextField):
+    """JSON kept as the text it was written as: key order and all, on every database. PostgreSQL's jsonb
+    (what JSONField uses) reorders keys, and a recorded request must give back exactly what was sent."""
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else json.loads(value)
+
+    def to_python(self, value):
+        return json.loads(value) if isinstance(value, str) else value
+
+    def get_prep_value(self, value):
+        return None if value is None else json.dumps(value, ensure_ascii=False)
+
+    def value_to_string(self, obj):
+        return self.get_prep_value(self.value_from_object(obj))
+
+
 class RecordedRequest(models.Model):
     """One request an application sent to its model, captured from outside (an OpenTelemetry span of an
     LLM call received at /v1/traces, or one line of a request log), holding exactly what was sent.
@@ -297,8 +315,8 @@ class RecordedRequest(models.Model):
     provider = models.CharField(max_length=100, blank=True, default="")  # gen_ai.system / llm.provider
     parameters = models.JSONField(default=dict, blank=True)  # temperature, max_tokens, tools...
     # Exactly the messages sent, as OpenAI Chat Completions message objects, and the response's messages.
-    messages = models.JSONField(default=list, blank=True)
-    response = models.JSONField(default=list, blank=True)
+    messages = JSONTextField(default=list, blank=True)
+    response = JSONTextField(default=list, blank=True)
     # Token figures: ours (the messages sent, counted like a model input) and the provider's, if reported.
     tokens = models.PositiveBigIntegerField(default=0)
     usage_input_tokens = models.PositiveBigIntegerField(null=True, blank=True)

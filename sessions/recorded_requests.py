@@ -185,7 +185,9 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str) -> Re
            if seqs[i] is None and item.messages[i].role != Role.SYSTEM]
     unmatched = [i for i in range(len(item.messages))
                  if seqs[i] is None and item.messages[i].role != Role.SYSTEM and i not in new]
-    for i, seq in zip(new, _append(project, key, [item.messages[i] for i in new], raw, actor), strict=True):
+    sent_at = item.captured.started_at
+    for i, seq in zip(new, _append(project, key, [item.messages[i] for i in new], raw, actor, sent_at),
+                      strict=True):
         seqs[i] = seq
     # The response follows the request; a later request that arrived first may have stored it already.
     response_seqs = []
@@ -199,7 +201,8 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str) -> Re
             after = seq
         else:
             to_append.append(message)
-    response_seqs.extend(_append(project, key, to_append, raw, actor))
+    answered_at = item.captured.ended_at or item.captured.started_at
+    response_seqs.extend(_append(project, key, to_append, raw, actor, answered_at))
     captured = item.captured
     return RecordedRequest(
         session=session, external_id=captured.external_id, source=captured.source,
@@ -211,11 +214,13 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str) -> Re
     )
 
 
-def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str) -> list[int]:
+def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str, at) -> list[int]:
+    """Append messages first seen in a request (sent at `at`) or its response (received at `at`)."""
     if not messages:
         return []
     for message in messages:
         message.client_id = ""  # the server names them; a request carries no ids of ours
+        message.created_at = at
     appended = append_messages(project, key, None, actor, parsed=Batch(messages))
     seqs = [m.seq for m in appended.messages]
     for message, seq in zip(messages, seqs, strict=True):

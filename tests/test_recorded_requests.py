@@ -1,6 +1,7 @@
 """Sessions rebuilt from recorded requests (sessions.recorded_requests): matching, appending, what the
 application dropped or replaced, numbering by start time, and retries storing nothing twice."""
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -156,3 +157,17 @@ def test_requests_without_messages_or_with_a_bad_key_are_refused(project):
 def test_sessions_are_kept_apart(project):
     record_requests(project, [captured(1, [user("a")], key="one"), captured(2, [user("b")], key="two")])
     assert raw_log("one") == [("user", "a")] and raw_log("two") == [("user", "b")]
+
+
+@pytest.mark.django_db
+def test_messages_keep_the_time_of_their_request_and_the_bytes_sent(project):
+    sent = [{"content": "hi", "role": "user", "name": "ada"}]  # keys in an order jsonb would change
+    answer = {"role": "assistant", "content": "hello"}
+    request = captured(1, sent, answer, ended_at=T0 + timedelta(seconds=3))
+    record_requests(project, [request])
+    first, second = Message.objects.filter(session__key="conv").order_by("seq")
+    assert first.created_at == T0 + timedelta(seconds=1)
+    assert second.created_at == T0 + timedelta(seconds=3)
+    stored = RecordedRequest.objects.get()
+    assert json.dumps(stored.messages) == json.dumps(sent)
+    assert stored.response == [answer]

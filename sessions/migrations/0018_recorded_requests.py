@@ -2,6 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
+import sessions.models
 from django.db import migrations, models
 
 
@@ -30,8 +31,8 @@ class Migration(migrations.Migration):
                 ('model', models.CharField(blank=True, default='', max_length=200)),
                 ('provider', models.CharField(blank=True, default='', max_length=100)),
                 ('parameters', models.JSONField(blank=True, default=dict)),
-                ('messages', models.JSONField(blank=True, default=list)),
-                ('response', models.JSONField(blank=True, default=list)),
+                ('messages', sessions.models.JSONTextField(blank=True, default=list)),
+                ('response', sessions.models.JSONTextField(blank=True, default=list)),
                 ('tokens', models.PositiveBigIntegerField(default=0)),
                 ('usage_input_tokens', models.PositiveBigIntegerField(blank=True, null=True)),
                 ('usage_output_tokens', models.PositiveBigIntegerField(blank=True, null=True)),

@@ -182,6 +182,7 @@ ROUTES = {
     "admin/login/": Special("test_the_log_in_pages_need_the_csrf_token"),
     "logout": Special("test_logging_out_is_post_only_and_needs_the_csrf_token"),
     "^api/(?P<rest>.*)$": Special("test_unknown_api_paths_are_a_json_404_and_change_nothing"),
+    "otlp_traces": Special("test_the_otlp_receiver_never_takes_a_dashboard_login_for_a_key"),
 }
 NAMESPACES = {
     "admin": "test_the_admin_refuses_every_post_from_non_staff_and_staff_without_permissions",
@@ -406,6 +407,18 @@ def test_unknown_api_paths_are_a_json_404_and_change_nothing(world):
             assert response.status_code == 404
             assert response.json()["code"] == "not_found"
     assert_unchanged(before, "requests to unknown API paths")
+
+
+def test_the_otlp_receiver_never_takes_a_dashboard_login_for_a_key(world):
+    from tests.otlp.spans import export, openinference, span
+
+    before = snapshot()
+    body = export(span(openinference([{"role": "user", "content": "crafted"}]))).SerializeToString()
+    for client in (world.client(), world.client(world.superuser), world.client(world.users[ADMIN])):
+        assert client.get("/v1/traces").status_code == 405
+        response = client.post("/v1/traces", body, content_type="application/x-protobuf")
+        assert response.status_code == 401
+    assert_unchanged(before, "OTLP exports without an API key")
 
 
 # --- the Django admin ----------------------------------------------------------------------------

@@ -1,0 +1,613 @@
+"""OpenTelemetry traces in: an OTLP/HTTP export body decoded with the official `opentelemetry-proto`
+classes, and each span of an LLM call turned into a CapturedRequest (sessions.recorded_requests).
+
+Two conventions are read:
+- OpenInference (`openinference.span.kind` = LLM): messages flattened into attributes,
+  `llm.input_messages.{i}.message.{role,content,contents.{j}...,tool_calls.{k}...,tool_call_id,name}`.
+- OpenTelemetry GenAI (`gen_ai.operation.name` = chat): `gen_ai.input.messages` / `gen_ai.output.messages`
+  as JSON parts, `gen_ai.system_instructions`, or the older per-message span events
+  (`gen_ai.user.message`, `gen_ai.choice`, ...).
+Both become OpenAI Chat Completions message objects with one key order: role, content, name,
+tool_calls ({id, type: "function", function: {name, arguments}}), tool_call_id.
+
+Other spans (HTTP, database, agent steps) are accepted and only counted. A span of an LLM call that
+cannot be read (malformed messages, content capture turned off) is rejected on its own: the rest of
+the export is kept, and the OTLP response's partial_success says how many and why.
+"""
+
+import base64
+import hashlib
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from .errors import DomainError, TooLarge
+from .models import SESSION_KEY_RE
+from .recorded_requests import CapturedRequest
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+CONTENT_TYPES = (PROTOBUF, JSON)
+GENAI_CHAT_OPERATIONS = {"chat", "generate_content"}
+GENAI_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+MAX_COUNT = 2**63 - 1  # what a PositiveBigIntegerField holds
+MAX_ERRORS_SHOWN = 3  # distinct reasons listed in partial_success.error_message
+
+
+class UnsupportedMediaType(DomainError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+class MalformedSpan(Exception):
+    """A span of an LLM call whose messages cannot be read: it alone is rejected."""
+
+
+# --- decoding the export ----------------------------------------------------------------------------
+
+
+def media_type(content_type: str) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def check_content_type(content_type: str) -> str:
+    kind = media_type(content_type)
+    if kind not in CONTENT_TYPES:
+        raise UnsupportedMediaType(
+            f"Send OTLP/HTTP traces as {PROTOBUF} or {JSON}, not {kind or 'no Content-Type'}.",
+        )
+    return kind
+
+
+def decompressed(body: bytes, content_encoding: str) -> bytes:
+    """The body without its Content-Encoding (gzip, deflate or none), never larger than CTXWEB_MAX_REQUEST_BYTES:
+    a small gzip body that unpacks to gigabytes is refused after the limit, not unpacked."""
+    encoding = (content_encoding or "").strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none.")
+    limit = settings.CTXWEB_MAX_REQUEST_BYTES
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error:
+        raise DomainError(f"The body is not valid {encoding}.", code="invalid_encoding", status=400) from None
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise TooLarge(f"The body unpacks to more than {limit} bytes (CTXWEB_MAX_REQUEST_BYTES).",
+                       code="request_too_large")
+    if not inflater.eof:
+        raise DomainError(f"The {encoding} body is truncated.", code="invalid_encoding", status=400)
+    return data
+
+
+def _hex_to_base64(value, name: str):
+    if not isinstance(value, str) or value == "":
+        return value
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise DomainError(f"{name} must be a hex string in OTLP/JSON, not {value[:40]!r}.",
+                          code="invalid_otlp", status=400) from None
+    return base64.b64encode(raw).decode()
+
+
+def _ids_to_base64(item: dict, names: tuple[str, ...]) -> None:
+    for name in names:
+        for key in (name, re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)):
+            if key in item:
+                item[key] = _hex_to_base64(item[key], name)
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _from_json(data: bytes) -> ExportTraceServiceRequest:
+    """OTLP/JSON is protobuf's JSON mapping with two differences: trace and span ids are hex strings
+    (protobuf would read base64), and enums may be given as integers (protobuf reads both)."""
+    from .validation import load_json_body
+
+    document = load_json_body(data)
+    if not isinstance(document, dict):
+        raise DomainError("An OTLP/JSON body is an object with resourceSpans.", code="invalid_otlp", status=400)
+    for resource in _list(document.get("resourceSpans", document.get("resource_spans"))):
+        if not isinstance(resource, dict):
+            continue
+        for scope in _list(resource.get("scopeSpans", resource.get("scope_spans"))):
+            if not isinstance(scope, dict):
+                continue
+            for span in _list(scope.get("spans")):
+                if not isinstance(span, dict):
+                    continue
+                _ids_to_base64(span, ("traceId", "spanId", "parentSpanId"))
+                for link in _list(span.get("links")):
+                    if isinstance(link, dict):
+                        _ids_to_base64(link, ("traceId", "spanId"))
+    message = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(document, message, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise DomainError(f"The body is not an OTLP/JSON trace export: {str(exc)[:300]}",
+                          code="invalid_otlp", status=400) from None
+    return message
+
+
+def decode_export(body: bytes, content_type: str, content_encoding: str = "") -> ExportTraceServiceRequest:
+    kind = check_content_type(content_type)
+    data = decompressed(body, content_encoding)
+    if kind == JSON:
+        return _from_json(data)
+    message = ExportTraceServiceRequest()
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, RecursionError, ValueError):
+        raise DomainError("The body is not an OTLP protobuf trace export.", code="invalid_otlp", status=400) from None
+    return message
+
+
+def encode_response(kind: str, rejected: int = 0, error_message: str = "") -> tuple[bytes, str]:
+    """ExportTraceServiceResponse in the request's encoding; partial_success only when it says something."""
+    response = ExportTraceServiceResponse()
+    if rejected or error_message:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = error_message
+    if kind == JSON:
+        return json_format.MessageToJson(response, indent=None).encode(), JSON
+    return response.SerializeToString(), PROTOBUF
+
+
+def encode_status(kind: str, code: int, message: str) -> tuple[bytes, str]:
+    """The google.rpc.Status body OTLP/HTTP gives with every 4xx/5xx, in the request's encoding (JSON
+    when the request's own encoding is unknown)."""
+    from google.rpc.status_pb2 import Status
+
+    status = Status(code=code, message=message)
+    if kind == PROTOBUF:
+        return status.SerializeToString(), PROTOBUF
+    return json_format.MessageToJson(status, indent=None).encode(), JSON
+
+
+# --- spans to requests ------------------------------------------------------------------------------
+
+
+def any_value(value):
+    """An OTLP AnyValue as plain Python: strings, numbers, lists and dicts."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {item.key: any_value(item.value) for item in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
+
+
+def attributes(key_values) -> dict:
+    return {item.key: any_value(item.value) for item in key_values}
+
+
+def _time(nanos: int) -> datetime:
+    return datetime.fromtimestamp(nanos / 1e9, tz=UTC)
+
+
+def _int(value) -> int | None:
+    """A token count, or None for anything that is not one (negative, infinite, too big)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        value = int(value) if math.isfinite(value) else -1
+    elif isinstance(value, str):
+        value = int(value) if value.isdigit() else -1
+    if isinstance(value, int) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def _text(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise MalformedSpan(f"{what} is not a string")
+    return value
+
+
+def _json(value, what: str):
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise MalformedSpan(f"{what} is not valid JSON") from None
+    return value
+
+
+def _message(role, content=None, name="", tool_calls=(), tool_call_id="") -> dict:
+    """An OpenAI Chat Completions message, keys in one order. An assistant message that only calls
+    tools has content null, as the OpenAI API itself returns it."""
+    if not isinstance(role, str) or role not in ROLES:
+        raise MalformedSpan(f"role {role!r} is not one of {sorted(ROLES)}")
+    if content is None and not (role == "assistant" and tool_calls):
+        content = ""
+    message = {"role": role, "content": content}
+    if name:
+        message["name"] = name
+    if tool_calls:
+        message["tool_calls"] = list(tool_calls)
+    if tool_call_id:
+        message["tool_call_id"] = tool_call_id
+    return message
+
+
+def _tool_call(call_id, name, arguments) -> dict:
+    if not isinstance(arguments, str):
+        # GenAI instrumentations parse the arguments; json.dumps' defaults give back what a Python
+        # client that wrote them with json.dumps sent.
+        arguments = json.dumps(arguments) if arguments is not None else ""
+    return {"id": _text(call_id or "", "a tool call id"), "type": "function",
+            "function": {"name": _text(name or "", "a tool call name"), "arguments": arguments}}
+
+
+def _no_nul(value, where: str) -> None:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str) and "\x00" in item:
+            raise MalformedSpan(f"{where} contain a NUL character")
+        if isinstance(item, dict):
+            pending.extend(item.values())
+            pending.extend(item.keys())
+        elif isinstance(item, list):
+            pending.extend(item)
+
+
+# OpenInference -------------------------------------------------------------------------------------
+
+OI_MESSAGE = re.compile(r"^(\d+)\.message\.(.+)$")
+OI_CONTENT = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
+OI_TOOL_CALL = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
+
+
+def _indexed(found: dict, what: str) -> list:
+    """The values of {index: value} in index order; the indexes must be 0..n-1."""
+    if sorted(found) != list(range(len(found))):
+        raise MalformedSpan(f"{what} indexes are not 0..{len(found) - 1}")
+    return [found[i] for i in range(len(found))]
+
+
+def openinference_messages(attrs: dict, prefix: str) -> list[dict]:
+    raw: dict[int, dict] = {}
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        match = OI_MESSAGE.match(key[len(prefix):])
+        if not match:
+            continue
+        fields = raw.setdefault(int(match.group(1)), {"contents": {}, "tool_calls": {}})
+        rest = match.group(2)
+        if part := OI_CONTENT.match(rest):
+            fields["contents"].setdefault(int(part.group(1)), {})[part.group(2)] = value
+        elif call := OI_TOOL_CALL.match(rest):
+            fields["tool_calls"].setdefault(int(call.group(1)), {})[call.group(2)] = value
+        else:
+            fields[rest] = value
+    messages = []
+    for index, fields in enumerate(_indexed(raw, prefix.rstrip("."))):
+        where = f"{prefix}{index}"
+        content = fields.get("content")
+        if content is not None:
+            content = _text(content, f"{where}.message.content")
+        if fields["contents"]:
+            if content:
+                raise MalformedSpan(f"{where} has both content and contents")
+            content = [_openinference_part(part, f"{where}.message.contents")
+                       for part in _indexed(fields["contents"], f"{where}.message.contents")]
+        calls = [
+            _tool_call(call.get("id"), call.get("function.name"), _text(call.get("function.arguments", ""),
+                                                                        "tool call arguments"))
+            for call in _indexed(fields["tool_calls"], f"{where}.message.tool_calls")
+        ]
+        messages.append(_message(
+            fields.get("role"), content, name=_text(fields.get("name") or "", "name"), tool_calls=calls,
+            tool_call_id=_text(fields.get("tool_call_id") or "", "tool_call_id"),
+        ))
+    return messages
+
+
+def _openinference_part(part: dict, where: str) -> dict:
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": _text(part.get("text", ""), f"{where} text")}
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": _text(part.get("image.image.url"), f"{where} image url")}}
+    raise MalformedSpan(f"{where}: content of type {kind!r} is not supported (text and image are)")
+
+
+def openinference_request(attrs: dict) -> dict:
+    messages = openinference_messages(attrs, "llm.input_messages.")
+    parameters = {}
+    invocation = attrs.get("llm.invocation_parameters")
+    if isinstance(invocation, str):
+        try:
+            parsed = json.loads(invocation)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            parameters = parsed
+    tools = {}
+    for key, value in attrs.items():
+        if match := re.match(r"^llm\.tools\.(\d+)\.tool\.json_schema$", key):
+            try:
+                tools[int(match.group(1))] = json.loads(value) if isinstance(value, str) else value
+            except ValueError:
+                pass
+    if tools:
+        parameters = {**parameters, "tools": [tools[i] for i in sorted(tools)]}
+    return {
+        "messages": messages,
+        "response": openinference_messages(attrs, "llm.output_messages."),
+        "model": attrs.get("llm.model_name") or parameters.get("model") or "",
+        "provider": attrs.get("llm.provider") or attrs.get("llm.system") or "",
+        "parameters": parameters,
+        "usage_input_tokens": _int(attrs.get("llm.token_count.prompt")),
+        "usage_output_tokens": _int(attrs.get("llm.token_count.completion")),
+        "conversation": attrs.get("session.id"),
+    }
+
+
+# OpenTelemetry GenAI -------------------------------------------------------------------------------
+
+
+def _part_text(part: dict) -> str:
+    return _text(part.get("content", part.get("text", "")), "a text part")
+
+
+def _media_part(part: dict, where: str) -> dict:
+    kind = part.get("type")
+    modality = part.get("modality", "image")
+    if modality != "image":
+        raise MalformedSpan(f"{where}: {modality} parts are not supported (images are)")
+    if kind == "uri":
+        url = part.get("uri")
+    elif kind == "blob":
+        url = f"data:{part.get('mime_type') or 'image/png'};base64,{_text(part.get('content'), 'blob content')}"
+    else:  # file: a provider's file id, sent as a URL would be
+        url = part.get("file_id") or part.get("uri")
+    return {"type": "image_url", "image_url": {"url": _text(url, f"{where} url")}}
+
+
+def genai_messages(items, where: str) -> list[dict]:
+    """gen_ai.input.messages / gen_ai.output.messages (role, parts, name) as OpenAI messages. A message
+    of tool_call_response parts becomes one tool message per response, as OpenAI wants them."""
+    if not isinstance(items, list):
+        raise MalformedSpan(f"{where} is not a list of messages")
+    messages = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("parts", []), list):
+            raise MalformedSpan(f"{at} is not a message with parts")
+        role = item.get("role")
+        content, calls, responses = [], [], []
+        for part in item.get("parts", []):
+            if not isinstance(part, dict):
+                raise MalformedSpan(f"{at} has a part that is not an object")
+            kind = part.get("type")
+            if kind == "text":
+                content.append({"type": "text", "text": _part_text(part)})
+            elif kind in ("uri", "blob", "file"):
+                content.append(_media_part(part, at))
+            elif kind == "tool_call":
+                calls.append(_tool_call(part.get("id"), part.get("name"), part.get("arguments")))
+            elif kind == "tool_call_response":
+                response = part.get("response", part.get("result"))
+                text = response if isinstance(response, str) else json.dumps(response)
+                responses.append(_message("tool", text, tool_call_id=_text(part.get("id") or "", "a tool call id")))
+            elif kind == "reasoning":
+                continue  # not part of what a Chat Completions request sends
+            else:
+                raise MalformedSpan(f"{at}: parts of type {kind!r} are not supported")
+        if responses:
+            if content or calls:
+                raise MalformedSpan(f"{at} mixes tool responses with other parts")
+            messages.extend(responses)
+            continue
+        messages.append(_message(role, _content(content, bool(calls)), name=_text(item.get("name") or "", "name"),
+                                 tool_calls=calls))
+    return messages
+
+
+def _content(parts: list[dict], has_calls: bool):
+    """One text part is a string (what a client sent as a string); anything else stays a list."""
+    if not parts:
+        return None if has_calls else ""
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return parts[0]["text"]
+    return parts
+
+
+def _event_message(name: str, attrs: dict) -> dict:
+    """One of the older per-message span events, its body's fields given as attributes."""
+    role = attrs.get("role") or GENAI_MESSAGE_EVENTS[name]
+    content = attrs.get("content")
+    if isinstance(content, dict):  # {"type": "text", ...} parts arrive as a kvlist
+        content = [content]
+    if isinstance(content, list):
+        content = [_chat_part(part, name) for part in content]
+    calls = []
+    for call in _list(_json(attrs.get("tool_calls") or [], f"{name} tool_calls")):
+        if not isinstance(call, dict):
+            raise MalformedSpan(f"{name}: a tool call is not an object")
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        calls.append(_tool_call(call.get("id"), function.get("name"), function.get("arguments")))
+    if content is not None and not isinstance(content, str | list):
+        raise MalformedSpan(f"{name}: content is neither text nor parts")
+    call_id = (attrs.get("id") or attrs.get("tool_call_id") or "") if role == "tool" else ""
+    return _message(role, content, name=_text(attrs.get("name") or "", "name"), tool_calls=calls,
+                    tool_call_id=_text(call_id, "tool message id"))
+
+
+def _chat_part(part, where: str) -> dict:
+    if not isinstance(part, dict):
+        raise MalformedSpan(f"{where}: a content part is not an object")
+    if part.get("type") == "text":
+        return {"type": "text", "text": _text(part.get("text", ""), f"{where} text")}
+    if part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+        return {"type": "image_url", "image_url": {"url": _text(part["image_url"].get("url"), f"{where} url")}}
+    raise MalformedSpan(f"{where}: content parts of type {part.get('type')!r} are not supported")
+
+
+def _choice_messages(attrs: dict) -> list[dict]:
+    message = _json(attrs.get("message") or {}, "gen_ai.choice message")
+    if not isinstance(message, dict):
+        raise MalformedSpan("gen_ai.choice message is not an object")
+    return [_event_message("gen_ai.assistant.message", {**message, "role": message.get("role") or "assistant"})]
+
+
+def genai_request(attrs: dict, events) -> dict:
+    if "gen_ai.input.messages" in attrs:
+        messages = genai_messages(_json(attrs["gen_ai.input.messages"], "gen_ai.input.messages"),
+                                  "gen_ai.input.messages")
+        response = genai_messages(_json(attrs.get("gen_ai.output.messages") or "[]", "gen_ai.output.messages"),
+                                  "gen_ai.output.messages")
+    else:
+        messages, response = [], []
+        for event in events:
+            event_attrs = attributes(event.attributes)
+            if event.name in GENAI_MESSAGE_EVENTS:
+                messages.append(_event_message(event.name, event_attrs))
+            elif event.name == "gen_ai.choice":
+                response.extend(_choice_messages(event_attrs))
+    instructions = attrs.get("gen_ai.system_instructions")
+    if instructions and not any(m["role"] in ("system", "developer") for m in messages):
+        parts = _json(instructions, "gen_ai.system_instructions")
+        if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+            raise MalformedSpan("gen_ai.system_instructions is not a list of parts")
+        texts = [_part_text(p) for p in parts if p.get("type") == "text"]
+        messages.insert(0, _message("system", "\n".join(texts)))
+    parameters = {key.removeprefix("gen_ai.request."): value for key, value in attrs.items()
+                  if key.startswith("gen_ai.request.") and key != "gen_ai.request.model"}
+    return {
+        "messages": messages,
+        "response": response,
+        "model": attrs.get("gen_ai.request.model") or attrs.get("gen_ai.response.model") or "",
+        "provider": attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "",
+        "parameters": parameters,
+        "usage_input_tokens": _int(attrs.get("gen_ai.usage.input_tokens", attrs.get("gen_ai.usage.prompt_tokens"))),
+        "usage_output_tokens": _int(
+            attrs.get("gen_ai.usage.output_tokens", attrs.get("gen_ai.usage.completion_tokens"))),
+        "conversation": attrs.get("gen_ai.conversation.id") or attrs.get("session.id"),
+    }
+
+
+def convention(attrs: dict, events) -> str:
+    """"openinference", "genai", or "" for a span that is not an LLM call."""
+    if str(attrs.get("openinference.span.kind", "")).upper() == "LLM":
+        return "openinference"
+    operation = attrs.get("gen_ai.operation.name")
+    if isinstance(operation, str) and operation in GENAI_CHAT_OPERATIONS:
+        return "genai"
+    if operation is None and ("gen_ai.input.messages" in attrs
+                              or any(event.name in GENAI_MESSAGE_EVENTS for event in events)):
+        return "genai"
+    return ""
+
+
+@dataclass
+class Spans:
+    """What an export's spans became: requests to store, spans rejected (with why), spans ignored."""
+
+    captured: list[CapturedRequest] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    ignored: int = 0
+
+    def error_message(self) -> str:
+        """partial_success.error_message: why spans were rejected (a few distinct reasons), and how
+        many were not LLM calls (accepted, not stored). Empty when every span was stored."""
+        notes = []
+        if self.rejected:
+            reasons = list(dict.fromkeys(self.rejected))
+            shown = "; ".join(reasons[:MAX_ERRORS_SHOWN])
+            more = f" (and {len(reasons) - MAX_ERRORS_SHOWN} more reasons)" if len(reasons) > MAX_ERRORS_SHOWN else ""
+            notes.append(f"{len(self.rejected)} LLM span(s) rejected: {shown}{more}.")
+        if self.ignored:
+            notes.append(f"{self.ignored} span(s) ignored: not LLM calls (accepted, not stored).")
+        return " ".join(notes)
+
+
+def session_key(conversation: str) -> str:
+    """The session key for a session or conversation id: the id itself when it is a valid key, else
+    the id with every other character made "-" and a digest of the id appended, so that two ids that
+    differ only there stay two sessions."""
+    if re.fullmatch(SESSION_KEY_RE, conversation):
+        return conversation
+    digest = hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    readable = re.sub(r"[^A-Za-z0-9._:@-]+", "-", conversation).strip("-.")[:180]
+    return f"{readable}-{digest}" if readable else f"session-{digest}"
+
+
+def captured_request(span) -> CapturedRequest | None:
+    """The request one span records, None for a span that is not an LLM call; MalformedSpan when it is
+    one whose messages cannot be read."""
+    attrs = attributes(span.attributes)
+    kind = convention(attrs, span.events)
+    if not kind:
+        return None
+    read = openinference_request(attrs) if kind == "openinference" else genai_request(attrs, span.events)
+    if not read["messages"]:
+        raise MalformedSpan("it carries no input messages (turn on the instrumentation's message content capture)")
+    _no_nul([read["messages"], read["response"]], "its messages")
+    trace_id = span.trace_id.hex()
+    conversation = read.pop("conversation")
+    if not isinstance(conversation, str | int) or isinstance(conversation, bool) or conversation == "":
+        conversation = f"trace-{trace_id}"
+    conversation = session_key(str(conversation))
+    parameters = read["parameters"]
+    _no_nul(parameters, "its parameters")
+    return CapturedRequest(
+        conversation=str(conversation),
+        external_id=span.span_id.hex(),
+        source="otlp",
+        started_at=_time(span.start_time_unix_nano),
+        ended_at=_time(span.end_time_unix_nano) if span.end_time_unix_nano else None,
+        trace_id=trace_id,
+        model=str(read["model"])[:200],
+        provider=str(read["provider"])[:100],
+        **{k: read[k] for k in ("messages", "response", "parameters", "usage_input_tokens", "usage_output_tokens")},
+    )
+
+
+def spans_of(export: ExportTraceServiceRequest) -> Spans:
+    result = Spans()
+    for resource_spans in export.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                try:
+                    if len(span.span_id) != 8 or len(span.trace_id) != 16:
+                        if convention(attributes(span.attributes), span.events):
+                            raise MalformedSpan("its trace or span id is missing")
+                    request = captured_request(span)
+                except MalformedSpan as exc:
+                    result.rejected.append(f"span {span.span_id.hex() or '?'}: {exc}")
+                    continue
+                if request is None:
+                    result.ignored += 1
+                else:
+                    result.captured.append(request)
+    return result
+
