@@ -84,8 +84,11 @@ def test_the_list_pages_with_after_and_limit(api, trip):
 
 
 def test_one_request_in_openai_is_exactly_what_was_sent(api, trip):
-    body = api.get("/sessions/trip/requests/2").json()
+    response = api.get("/sessions/trip/requests/2")
+    body = response.json()
     assert body["format"] == "openai"
+    sent = json.dumps(trip[1].messages)  # as the API writes JSON
+    assert sent in response.content.decode(), "byte for byte, key order and all"
     assert body["messages"] == trip[1].messages
     assert body["message_seqs"] == [None, 1, 2, 3]
     assert body["response"] == [assistant("It is 4 degrees.")]

@@ -60,6 +60,7 @@ def test_every_real_request_log_imports_with_its_requests_exactly_as_sent(projec
     lines = sent_lines(path)
     assert session.request_count == len(recorded) == len(lines) == report.requests
     assert [r.messages for r in recorded] == lines, "each request's messages are stored exactly as sent"
+    assert [json.dumps(r.messages) for r in recorded] == [json.dumps(m) for m in lines], "key order too"
     assert all(r.source == "request_log" and r.model == "gpt-3.5-turbo-0613" for r in recorded)
     assert [r.started_at for r in recorded] == sorted(r.started_at for r in recorded)
     assert recorded[0].started_at.isoformat().startswith("2025-11-03T0")
