@@ -5,12 +5,13 @@ queries."""
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.importers import import_data
+from sessions.importers import import_data, import_path
 from sessions.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import assert_error
 
@@ -222,3 +223,24 @@ def test_the_requests_list_costs_the_same_queries_whatever_its_length(api, proje
             assert api.get(f"/sessions/{key}/requests").status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_a_request_log_imported_end_to_end(api, project):
+    """Import a real request log, then read its requests and the explain of its raw log over the API."""
+    log = Path(__file__).resolve().parent.parent / "data" / "request-logs" / "interactions_20251103_025309.jsonl"
+    assert import_path(project, log).error is None
+    key = "interactions_20251103_025309"
+    session = api.get(f"/sessions/{key}").json()
+    assert (session["source"], session["request_count"]) == ("requests", 8)
+    listed = api.get(f"/sessions/{key}/requests").json()["items"]
+    assert [r["number"] for r in listed] == list(range(1, 9))
+    assert [r["dropped_seqs"] for r in listed][6] == [8, 9]
+    assert all(r["source"] == "request_log" for r in listed)
+    first_line = json.loads(log.read_text().splitlines()[0])
+    assert api.get(f"/sessions/{key}/requests/1").json()["messages"] == first_line["messages"]
+    anthropic = api.get(f"/sessions/{key}/requests/8", query={"format": "anthropic"}).json()
+    assert anthropic["system"].startswith("You are a helpful assistant")
+    explain = {m["seq"]: m["explain"] for m in api.get(f"/sessions/{key}/messages").json()["items"]}
+    assert explain[8]["code"] == "dropped_by_application"
+    assert (explain[8]["last_sent_request"], explain[8]["first_missing_request"]) == (6, 7)
+    assert explain[9]["code"] == "in_input" and explain[9]["request"] == 8
