@@ -115,7 +115,7 @@ def _build(cls, data: dict):
     """A dataclass from a JSON object: known fields only, datetimes parsed."""
     names = {f.name for f in fields(cls)}
     values = {k: v for k, v in data.items() if k in names}
-    for name in ("created_at", "updated_at", "last_activity_at"):
+    for name in ("created_at", "updated_at", "last_activity_at", "started_at", "ended_at"):
         if name in values:
             values[name] = _datetime(values[name])
     return cls(**values)
@@ -136,6 +136,8 @@ class Session:
     created_at: datetime
     updated_at: datetime
     last_activity_at: datetime
+    source: str = "api"  # requests (rebuilt from recorded requests) | import | api
+    request_count: int = 0  # recorded requests it was rebuilt from
     created: bool = False  # put_session: whether this call created it
 
 
@@ -267,6 +269,24 @@ class AppendResult:
 
 
 @dataclass
+class Explanation:
+    """Where a stored message is in the model input, or why not (GET messages gives one per message)."""
+
+    code: str  # in_input, covered_by_checkpoint, ..., dropped_by_application, replaced_by_application_summary
+    sentence: str
+    position: int | None = None
+    checkpoint_id: int | None = None
+    checkpoint_number: int | None = None
+    dropped_tool_calls: list[str] = field(default_factory=list)
+    pending_tool_calls: list[str] = field(default_factory=list)
+    request: int | None = None  # rebuilt from requests: the latest request, which sent it
+    request_position: int | None = None
+    last_sent_request: int | None = None  # dropped/replaced by the application: the last request that sent it
+    first_missing_request: int | None = None  # ... and the first without it
+    replacements: list[int] = field(default_factory=list)  # positions of the application's own summary in it
+
+
+@dataclass
 class Message:
     seq: int
     id: str
@@ -282,6 +302,13 @@ class Message:
     tokens: int
     reasoning_tokens: int
     is_error: bool = False  # tool messages: the tool reported a failure
+    explain: Explanation | None = None
+
+    @classmethod
+    def from_json(cls, data: dict) -> Message:
+        message = _build(cls, data)
+        message.explain = _build(Explanation, data["explain"]) if data.get("explain") else None
+        return message
 
 
 @dataclass
@@ -312,6 +339,44 @@ class ModelInput:
     # Tool calls awaiting their results ({"seq", "request_index", "id", "name", "arguments"}): left out
     # of the provider formats until the results are appended.
     pending_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RecordedRequestSummary:
+    """A request the application sent its model, captured from outside (OpenTelemetry, a request log)."""
+
+    number: int
+    started_at: datetime
+    ended_at: datetime | None
+    source: str  # otlp | request_log
+    model: str
+    provider: str
+    tokens: int  # ours
+    usage_input_tokens: int | None  # the provider's
+    usage_output_tokens: int | None
+    message_count: int
+    dropped_seqs: list[int]  # raw seqs the application stopped sending at this request
+    unmatched_count: int  # messages sent that match no stored one: the application's own summaries
+
+
+@dataclass
+class RecordedRequestPage:
+    items: list[RecordedRequestSummary]
+    next_after: int | None
+
+
+@dataclass
+class RecordedRequest(RecordedRequestSummary):
+    format: str
+    messages: list[dict[str, Any]]  # openai: exactly as sent
+    message_seqs: list[int | None]  # the raw seq each message sent matched
+    unmatched: list[int]
+    response: list[dict[str, Any]]
+    response_seqs: list[int]
+    parameters: dict[str, Any]
+    external_id: str
+    trace_id: str
+    system: str | None = None  # anthropic format: the system messages sent
 
 
 @dataclass
@@ -461,7 +526,7 @@ class Client:
         """One page of the raw log, in seq order."""
         data = self._request("GET", self._key(key) + "/messages", query={"after": after, "limit": limit},
                              retries=self.retries)[1]
-        return MessagePage([_build(Message, m) for m in data["items"]], data.get("next_after"))
+        return MessagePage([Message.from_json(m) for m in data["items"]], data.get("next_after"))
 
     def raw_log(self, key: str, page_size: int = 500) -> Iterator[Message]:
         """Every stored message of the session, in seq order, fetched page by page."""
@@ -479,7 +544,31 @@ class Client:
         body = {name: value for name, value in (("include_in_messages", include_in_messages),
                                                 ("attributes", attributes)) if value is not None}
         data = self._request("PATCH", f"{self._key(key)}/messages/{int(seq)}", body, retries=self.retries)[1]
-        return _build(Message, data)
+        return Message.from_json(data)
+
+    # --- recorded requests -----------------------------------------------------------------------
+
+    def requests(self, key: str, after: int = 0, limit: int = 100) -> RecordedRequestPage:
+        """One page of the session's recorded requests (OpenTelemetry spans, request-log lines), in order."""
+        data = self._request("GET", self._key(key) + "/requests", query={"after": after, "limit": limit},
+                             retries=self.retries)[1]
+        return RecordedRequestPage([_build(RecordedRequestSummary, r) for r in data["items"]], data.get("next_after"))
+
+    def recorded_requests(self, key: str, page_size: int = 500) -> Iterator[RecordedRequestSummary]:
+        """Every recorded request of the session, fetched page by page."""
+        after = 0
+        while True:
+            page = self.requests(key, after=after, limit=page_size)
+            yield from page.items
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def recorded_request(self, key: str, number: int, format: str = "openai") -> RecordedRequest:
+        """One recorded request with its messages in `format` (openai: exactly as the application sent them)."""
+        data = self._request("GET", f"{self._key(key)}/requests/{int(number)}", query={"format": format},
+                             retries=self.retries)[1]
+        return _build(RecordedRequest, data)
 
     # --- model input, compaction, tokens ---------------------------------------------------------
 

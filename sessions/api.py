@@ -20,12 +20,14 @@ from .errors import DomainError, NotFound
 from .events import actor
 from .exports import export_response
 from .formats import model_input_response
+from .inspection import with_explanations
 from .listing import SessionFilters, find_sessions
 from .message_edits import update_message
 from .message_sizes import first_page
 from .model_input import build_model_input, check_as_of, model_input_tag
 from .models import CompactionRun, Session
 from .next_request import build_request
+from .request_records import get_request, render_request, request_page
 from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
 from .trace import trace as trace_fact
@@ -61,6 +63,7 @@ def session_links(key: str = "$request.path.key") -> dict:
         "BuildRequest": link("build_next_request", key=key),
         "ListCheckpoints": link("list_checkpoints", key=key),
         "ListEvents": link("list_events", key=key),
+        "ListRequests": link("list_requests", key=key),
         "Export": link("export", key=key),
         "Trace": link("trace", key=key, q=key),  # where the session's own key turns up in it
     }
@@ -163,7 +166,7 @@ def append(request, key: str, body: s.AppendIn):
     }
 
 
-@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order",
+@router.get("/sessions/{key}/messages", response={200: s.MessagePageOut, **ERRORS}, summary="The raw log, in seq order, each message with its explain (where it is in the model input, or why not)",
             openapi_extra=links(200, **message_links("$response.body#/items/0/seq"),
                                 NextPage=link("raw_log", key="$request.path.key", after="$response.body#/next_after")))
 def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), limit: int = Query(100, ge=1, le=500)):
@@ -171,7 +174,7 @@ def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), li
     # A page may stop before `limit` (message_sizes.PAGE_CHARS); next_after then says where the next starts.
     page, more = first_page(session.messages.filter(seq__gt=after), limit)
     next_after = page[-1].seq if more and page[-1].seq < session.message_count else None
-    return {"items": page, "next_after": next_after}
+    return {"items": with_explanations(session, page), "next_after": next_after}
 
 
 @router.patch("/sessions/{key}/messages/{seq}", response={200: s.MessageOut, **ERRORS},
@@ -179,7 +182,7 @@ def raw_log(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000), li
               openapi_extra=links(200, **session_links(), **message_links("$response.body#/seq")))
 def patch_message(request, key: str, seq: int, body: s.MessagePatchIn):
     message = update_message(project(request), key, seq, body.model_dump(exclude_unset=True), actor(request))
-    return message
+    return with_explanations(get_session(project(request), key), [message])[0]
 
 
 # --- model input, compaction, tokens, requests ---------------------------------------------------
@@ -274,6 +277,33 @@ def build_next_request(request, key: str, body: s.RequestIn):
         "compaction_in_progress": built.compaction_in_progress,
         "event_id": built.event.pk,
     }
+
+
+# --- recorded requests ---------------------------------------------------------------------------
+
+
+@router.get("/sessions/{key}/requests", response={200: s.RecordedRequestListOut, **ERRORS},
+            summary="The requests the application sent, captured from outside (OpenTelemetry spans, request logs), "
+                    "in order: time, model, token figures ours and the provider's, what each dropped",
+            openapi_extra=links(200, GetRequest=link("recorded_request", key="$request.path.key",
+                                                     number="$response.body#/items/0/number"),
+                                NextPage=link("list_requests", key="$request.path.key",
+                                              after="$response.body#/next_after")))
+def list_requests(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000),
+                  limit: int = Query(100, ge=1, le=500)):
+    session = get_session(project(request), key)
+    page, next_after = request_page(session, after, limit)
+    return {"items": page, "next_after": next_after}
+
+
+@router.get("/sessions/{key}/requests/{number}", response={200: s.RecordedRequestOut, **ERRORS},
+            summary="One recorded request: its messages in any model-input format (openai: exactly as sent), its "
+                    "response, parameters, and the raw seq each message matched",
+            openapi_extra=links(200, **session_links()))
+def recorded_request(request, key: str, number: int = Path(..., ge=1, le=2_000_000_000),
+                     format: s.FormatName = "openai"):
+    session = get_session(project(request), key)
+    return render_request(session, get_request(session, number), format)
 
 
 # --- checkpoints, events, export -----------------------------------------------------------------

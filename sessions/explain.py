@@ -1,9 +1,16 @@
-"""Explain: for every stored message, where it is in the model input, or why not."""
+"""Explain: for every stored message, where it is in the model input, or why not.
 
-from dataclasses import dataclass
+For a session rebuilt from recorded requests (sessions.recorded_requests), what the application itself
+sent decides: a message its latest request carried is in the input; one that request no longer carried was
+dropped by the application (`dropped_by_application`, naming the request where it was last sent and the
+first where it was missing), or replaced by the application's own summary or rewrite
+(`replaced_by_application_summary`, when that first request sent a message matching no stored one).
+"""
+
+from dataclasses import dataclass, field
 
 from .model_input import ModelInputShape, Omission, Reason
-from .models import Checkpoint, Message, Role
+from .models import Checkpoint, Message, RecordedRequest, Role
 
 
 @dataclass
@@ -14,6 +21,12 @@ class Explanation:
     position: int | None = None  # 1-based position in the model input, when in it
     dropped_calls: tuple = ()
     pending_calls: tuple = ()  # ids of its tool calls awaiting their results
+    # Sessions rebuilt from recorded requests (numbers of RecordedRequest.number):
+    request: int | None = None  # the latest request, which carried it (as its message `request_position`)
+    request_position: int | None = None
+    last_sent_request: int | None = None  # dropped: the last request that carried it (None: never sent)
+    first_missing_request: int | None = None  # dropped: the first request without it
+    replacements: tuple = field(default=())  # replaced: 1-based positions, in that request, of its own messages
 
     def as_dict(self) -> dict:
         data = {"code": self.code, "sentence": self.sentence}
@@ -26,7 +39,53 @@ class Explanation:
             data["dropped_tool_calls"] = list(self.dropped_calls)
         if self.pending_calls:
             data["pending_tool_calls"] = list(self.pending_calls)
+        for name in ("request", "request_position", "first_missing_request"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        if self.first_missing_request is not None:
+            data["last_sent_request"] = self.last_sent_request
+        if self.replacements:
+            data["replacements"] = list(self.replacements)
         return data
+
+
+@dataclass
+class RequestHistory:
+    """What a session's recorded requests say about some of its raw messages."""
+
+    latest: int  # the latest request's number
+    carried: dict[int, tuple[int, int]]  # seq -> (position in the latest request, of how many messages)
+    drops: dict[int, tuple[int, int | None, tuple]]  # seq -> (first request without it, last that sent it, replacements)
+
+
+def request_history(session, seqs) -> RequestHistory | None:
+    """For a session rebuilt from recorded requests, what its requests say about the raw messages `seqs`;
+    None for other sessions. Three queries at most, whatever the number of requests: the latest request,
+    the drops of every request, and the requests just before the drops that concern `seqs`."""
+    if not session.request_count:
+        return None
+    requests = RecordedRequest.objects.filter(session=session)
+    latest = requests.order_by("-number").values("number", "message_seqs").first()
+    if latest is None:
+        return None
+    sent = latest["message_seqs"] or []
+    carried = {seq: (index + 1, len(sent)) for index, seq in enumerate(sent) if seq is not None}
+    wanted = {seq for seq in seqs if seq not in carried}
+    first_missing: dict[int, tuple[int, tuple]] = {}
+    if wanted:
+        for number, dropped, unmatched in requests.order_by("number").values_list("number", "dropped_seqs", "unmatched"):
+            for seq in set(dropped or ()) & wanted:  # the latest drop wins: it was not sent again after it
+                first_missing[seq] = (number, tuple(index + 1 for index in unmatched or ()))
+    previous = {}
+    if first_missing:
+        numbers = {number - 1 for number, _ in first_missing.values()}
+        previous = {number: set(s for s in seqs_sent or () if s is not None) for number, seqs_sent in
+                    requests.filter(number__in=numbers).values_list("number", "message_seqs")}
+    drops = {
+        seq: (number, number - 1 if seq in previous.get(number - 1, ()) else None, replacements)
+        for seq, (number, replacements) in first_missing.items()
+    }
+    return RequestHistory(latest["number"], carried, drops)
 
 
 def covering_checkpoint(checkpoints: list[Checkpoint], seq: int) -> Checkpoint | None:
@@ -53,10 +112,53 @@ def explain_messages(
     left_out = (model_input.dropped, model_input.pending)
     omissions = model_input.omitted_by_seq
     total = model_input.entry_count
-    return {
-        message.seq: _explain(message, model_input, boundary, chain, positions, left_out, omissions, total)
-        for message in messages
-    }
+    history = request_history(model_input.session, [m.seq for m in messages]) if model_input.as_of is None else None
+    explained = {}
+    for message in messages:
+        by_requests = _by_requests(message, history) if history is not None else None
+        explained[message.seq] = by_requests or _explain(
+            message, model_input, boundary, chain, positions, left_out, omissions, total)
+    return explained
+
+
+def _by_requests(message, history: RequestHistory) -> Explanation | None:
+    """What the application's own requests say of a raw message (None: they do not decide it, as for the
+    latest request's response, which no request has carried yet)."""
+    if message.role == Role.SYSTEM:
+        return None
+    latest = history.latest
+    if message.seq in history.carried:
+        position, count = history.carried[message.seq]
+        return Explanation(
+            Reason.IN_INPUT,
+            f"In the model input: the application's latest request (request {latest}) sent it as message "
+            f"{position} of {count}.",
+            position=position, request=latest, request_position=position,
+        )
+    if message.seq not in history.drops:
+        return None
+    first_missing, last_sent, replacements = history.drops[message.seq]
+    if last_sent is None:
+        sent = (f"It was never sent: stored after request {first_missing - 1} (its response, or a message "
+                f"added then), and request {first_missing} was the first without it")
+    else:
+        sent = f"Last sent in request {last_sent}; request {first_missing} was the first without it"
+    later = ("" if first_missing == latest else
+             f", and no later request sent it again (the latest is request {latest})")
+    if replacements:
+        which = ", ".join(str(p) for p in replacements)
+        return Explanation(
+            Reason.REPLACED_BY_APPLICATION_SUMMARY,
+            f"Replaced by the application's own summary or rewrite. {sent}, and instead sent "
+            f"{'a message' if len(replacements) == 1 else 'messages'} matching no stored message (its message"
+            f"{'' if len(replacements) == 1 else 's'} {which}){later}.",
+            last_sent_request=last_sent, first_missing_request=first_missing, replacements=tuple(replacements),
+        )
+    return Explanation(
+        Reason.DROPPED_BY_APPLICATION,
+        f"Dropped by the application from its own requests. {sent}{later}.",
+        last_sent_request=last_sent, first_missing_request=first_missing,
+    )
 
 
 def _explain(message, model_input, boundary, chain, positions, left_out, omissions, total) -> Explanation:

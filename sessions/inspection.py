@@ -206,6 +206,16 @@ def raw_window(
     )
 
 
+def with_explanations(session: Session, messages: list[Message]) -> list[Message]:
+    """`messages` (a page of the raw log, in seq order) each with its `explanation` against the model
+    input built now: a fixed number of queries, whatever the page's length (the API's raw log)."""
+    checkpoints = checkpoints_of(session)
+    explanations = explain_messages(messages, page_layout(session, checkpoints), checkpoints)
+    for message in messages:
+        message.explanation = explanations[message.seq]
+    return messages
+
+
 def hiding_events(session: Session, seqs: list[int]) -> dict[int, Event]:
     """For hidden messages: the latest MESSAGE_UPDATED event that set include_in_messages to false, by seq
     (one query, none when no message is hidden). A message stored hidden has none."""

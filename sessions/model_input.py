@@ -35,6 +35,10 @@ class Reason:
     DROPPED = "dropped_tool_call"
     AWAITING = "awaiting_tool_result"
     AFTER_AS_OF = "after_as_of"
+    # Sessions rebuilt from recorded requests (sessions.recorded_requests): the application itself left
+    # the message out of its latest request, or put its own summary or rewrite in its place.
+    DROPPED_BY_APPLICATION = "dropped_by_application"
+    REPLACED_BY_APPLICATION_SUMMARY = "replaced_by_application_summary"
 
 
 def summary_message_text(summary: str, last_seq: int) -> str:

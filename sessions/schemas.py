@@ -36,6 +36,7 @@ FormatName = Literal["ctxweb", "openai", "anthropic", "openai-responses"]
 # The shapes messages may be sent in: ours, or a provider's own (sessions.provider_messages).
 MessageFormatName = Literal["ctxweb", "openai", "anthropic", "openai-responses"]
 SummarizerName = Literal["extractive", "openai"]
+SessionSource = Literal["requests", "import", "api"]
 MAX_ID_LENGTH = 200
 MAX_DIMENSION = 100_000
 DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[\w.+-]+)*)(;base64)?,", re.IGNORECASE)
@@ -377,9 +378,19 @@ class SessionOut(Schema):
     raw_tokens: int = Field(description="tokens of every stored message")
     model_input_tokens: int = Field(alias="input_tokens", description="tokens of the model input as built now")
     checkpoint_count: int
+    source: SessionSource = Field(description=(
+        "where its raw log comes from: requests (rebuilt from recorded requests: OpenTelemetry spans, request "
+        "logs), import (imported transcripts), api (written through this API)"))
+    request_count: int = Field(description="recorded requests it was rebuilt from (GET /sessions/{key}/requests)")
     created_at: datetime
     updated_at: datetime
     last_activity_at: datetime
+
+    @staticmethod
+    def resolve_source(session) -> str:
+        if session.request_count:
+            return "requests"
+        return "import" if session.import_source else "api"
 
     @staticmethod
     def resolve_compaction(session) -> CompactionSettingsOut:
@@ -441,10 +452,40 @@ class MessageRecord(Schema):
         return value.isoformat()  # exports keep Python's form (+00:00), as they always did
 
 
+class ExplainOut(Schema):
+    """sessions.explain.Explanation: where a stored message is in the model input, or why not."""
+
+    code: str = Field(description=(
+        "in_input, covered_by_checkpoint, excluded_flag, instructions_role, orphan_tool_result, dropped_tool_call, "
+        "awaiting_tool_result, after_as_of; for sessions rebuilt from recorded requests also "
+        "dropped_by_application and replaced_by_application_summary"))
+    sentence: str = Field(description="the same, in one plain sentence")
+    position: int | None = Field(None, description="in_input: its 1-based position in the model input (for a "
+                                                   "session rebuilt from requests, in the latest request)")
+    checkpoint_id: int | None = Field(None, description="covered_by_checkpoint: the checkpoint that first covered it")
+    checkpoint_number: int | None = None
+    dropped_tool_calls: list[str] = Field(default_factory=list, description="its tool calls left out: no result in the input")
+    pending_tool_calls: list[str] = Field(default_factory=list, description="its tool calls awaiting their results")
+    request: int | None = Field(None, description="in_input, rebuilt from requests: the latest request, which sent it")
+    request_position: int | None = Field(None, description="its 1-based position among that request's messages")
+    last_sent_request: int | None = Field(
+        None, description="dropped/replaced by the application: the last request that sent it (null: never sent)")
+    first_missing_request: int | None = Field(
+        None, description="dropped/replaced by the application: the first request without it")
+    replacements: list[int] = Field(default_factory=list, description=(
+        "replaced_by_application_summary: 1-based positions, in first_missing_request, of the messages that match "
+        "no stored message (the application's summary or rewrite)"))
+
+
 class MessageOut(MessageRecord):
     seq: int
     tokens: int
     reasoning_tokens: int
+    explain: ExplainOut = Field(description="where it is in the model input, or why not (sessions.explain)")
+
+    @staticmethod
+    def resolve_explain(message) -> dict:
+        return message.explanation.as_dict()
 
 
 class MessagePageOut(Schema):
@@ -758,6 +799,66 @@ class RequestOut(Schema):
         "a compaction of the session had not finished when the request was built: the model input is the "
         "current one, not yet compacted"))
     event_id: int
+
+
+# --- recorded requests ---------------------------------------------------------------------------
+
+
+class RecordedRequestSummaryOut(Schema):
+    """A request the application sent its model, captured from outside (sessions.models.RecordedRequest)."""
+
+    number: int = Field(description="1, 2, 3 in start-time order within the session")
+    started_at: datetime
+    ended_at: datetime | None
+    source: str = Field(description="otlp or request_log")
+    model: str
+    provider: str
+    tokens: int = Field(description="ours: the messages sent, counted like a model input")
+    usage_input_tokens: int | None = Field(description="the provider's input tokens, when it reported them")
+    usage_output_tokens: int | None = Field(description="the provider's output tokens, when it reported them")
+    message_count: int = Field(description="messages sent")
+    dropped_seqs: list[int] = Field(description=(
+        "raw seqs the previous request carried, or that were stored since, which this one no longer sends: what "
+        "the application itself dropped"))
+    unmatched_count: int = Field(description=(
+        "messages sent that match no stored message: the application's own summaries or rewrites"))
+
+    @staticmethod
+    def resolve_message_count(request) -> int:
+        return len(request.message_seqs or ())
+
+    @staticmethod
+    def resolve_unmatched_count(request) -> int:
+        return len(request.unmatched or ())
+
+
+class RecordedRequestListOut(Schema):
+    items: list[RecordedRequestSummaryOut]
+    next_after: int | None = Field(None, description="pass as after to get the next page")
+
+
+class RecordedRequestOut(RecordedRequestSummaryOut):
+    format: FormatName
+    system: str | None = Field(None, description="anthropic format: the system messages sent")
+    messages: list[dict[str, Any]] = Field(description=(
+        "the messages sent, in the format asked for; openai: exactly as the application sent them"))
+    message_seqs: list[int | None] = Field(description=(
+        "for each message sent, in the order sent (the openai format's), the raw seq it matched; null for a "
+        "system message (the instructions) and for a message matching none (listed in unmatched)"))
+    unmatched: list[int] = Field(description="0-based indexes of the messages sent that match no stored message")
+    response: list[dict[str, Any]] = Field(description="the response's messages, as OpenAI messages")
+    response_seqs: list[int] = Field(description="the raw seqs the response was stored as")
+    parameters: dict[str, Any] = Field(description="the rest of the request body: model, temperature, tools...")
+    external_id: str = Field(description="the span id, or a digest of the request-log file and line")
+    trace_id: str
+
+    @staticmethod
+    def resolve_messages(request) -> list:
+        return request.rendered_messages
+
+    @staticmethod
+    def resolve_system(request) -> str | None:
+        return request.rendered_system
 
 
 # --- trace ---------------------------------------------------------------------------------------

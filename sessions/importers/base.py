@@ -73,6 +73,10 @@ class Parsed:
     format: str
     sessions: list[ImportedSession]
     skipped: int = 0
+    # A request log: the requests it records (sessions.recorded_requests.CapturedRequest), stored by
+    # record_requests, which rebuilds their sessions; `sessions` is then empty.
+    requests: list | None = None
+    request_lines: list[int] | None = None  # the line each request was read from, for errors
 
 
 @dataclass(frozen=True)

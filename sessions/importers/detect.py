@@ -6,15 +6,17 @@ real logs use (a message list; an object with `messages`; records holding a mess
 `messages` or `traj`; JSON Lines of any of these), and is Anthropic Messages when its content blocks
 say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions. A list of OpenAI
 Responses input items (or a Responses request body, with `input`) is recognised by its items' `type`.
+A request log (sessions.importers.request_log: one request body and its response per line) is recognised
+by its records holding a request (`type` request, a `response`, or `request` / `request_params`).
 """
 
 import json
 from dataclasses import dataclass, field
 
-from . import anthropic, claude_code, ctxweb_export, openai, openai_responses, swe_agent
+from . import anthropic, claude_code, ctxweb_export, openai, openai_responses, request_log, swe_agent
 from .base import Parsed, Source, TranscriptError
 
-FORMATS = ("auto", "openai", "anthropic", "claude-code", "swe-agent", "ctxweb", "openai-responses")
+FORMATS = ("auto", "openai", "anthropic", "claude-code", "swe-agent", "ctxweb", "openai-responses", "request-log")
 MESSAGE_LISTS = ("messages", "traj")
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
@@ -131,6 +133,8 @@ def detect(value, jsonl: bool) -> str:
         return ctxweb_export.FORMAT
     if isinstance(value, list) and claude_code.looks_like(value):
         return claude_code.FORMAT
+    if request_log.looks_like(value):
+        return request_log.FORMAT
     if swe_agent.looks_like(value):
         return swe_agent.FORMAT
     if openai_responses.looks_like(value):
@@ -150,6 +154,9 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
         if not isinstance(value, dict | list):
             raise TranscriptError("a ctxweb export is a JSON object (or its JSON Lines form)")
         return ctxweb_export.parse(value, source)
+    if fmt == request_log.FORMAT:
+        requests, lines = request_log.parse(name, data, source)
+        return Parsed(fmt, [], requests=requests, request_lines=lines)
     if fmt == claude_code.FORMAT:
         if not isinstance(value, list):
             raise TranscriptError("a Claude Code log is JSON Lines: one entry per line")

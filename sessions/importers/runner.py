@@ -31,6 +31,7 @@ from sessions.append import append_messages
 from sessions.checkpoints import create_imported_checkpoint
 from sessions.errors import DomainError
 from sessions.models import Project, Session
+from sessions.recorded_requests import record_requests
 from sessions.session_store import update_session
 from sessions.validation import image_parts
 
@@ -59,6 +60,8 @@ class FileReport:
     tool_results: int = 0
     checkpoints: int = 0
     entries_skipped: int = 0  # source entries that are not messages
+    requests: int = 0  # a request log: requests recorded now
+    requests_duplicate: int = 0  # a request log: requests already recorded by an earlier import
     error: str | None = None
 
     @property
@@ -91,6 +94,9 @@ class ImportSummary:
             f"({self.total('duplicates')} message(s) already stored, {self.total('entries_skipped')} "
             f"entr{'y' if self.total('entries_skipped') == 1 else 'ies'} without a message)."
         )
+        if self.total("requests") or self.total("requests_duplicate"):
+            line += (f" Recorded {self.total('requests')} request(s) from request logs "
+                     f"({self.total('requests_duplicate')} already recorded).")
         if self.failed:
             line += f" {len(self.failed)} file(s) failed."
         return line
@@ -249,6 +255,11 @@ def import_data(
     try:
         parsed = parse_transcript(name, data, fmt, key_prefix)
         report.format = parsed.format
+        if parsed.requests is not None:
+            store_requests(project, parsed.requests, actor, report, parsed.request_lines)
+            if on_progress:
+                on_progress(report, size, size)
+            return report
         with transaction.atomic():
             for imported in parsed.sessions:
                 store_session(project, imported, actor, report, source_of(name))
@@ -260,6 +271,32 @@ def import_data(
     if on_progress:
         on_progress(report, size, size)
     return report
+
+
+def _name_line(reason: str, lines: dict[str, int]) -> str:
+    """record_requests names a refused request by its external id: name its line instead."""
+    head, _, detail = reason.partition(": ")
+    number = lines.get(head.removeprefix("request "))
+    return f"line {number}: {detail}" if number is not None else reason
+
+
+def store_requests(project: Project, captured: list, actor: str, report: FileReport,
+                   request_lines: list[int] | None = None) -> None:
+    """Store a request log's requests through record_requests (one transaction: a file that fails stores
+    nothing), counting the sessions it touched and the messages their raw logs gained."""
+    keys = list(dict.fromkeys(c.conversation for c in captured))
+    before = dict(Session.objects.filter(project=project, key__in=keys).values_list("key", "message_count"))
+    lines = {c.external_id: number for c, number in zip(captured, request_lines or (), strict=False)}
+    with transaction.atomic():
+        result = record_requests(project, captured, actor)
+        if result.rejected:  # a file that fails stores nothing: name its bad lines
+            raise TranscriptError("; ".join(_name_line(reason, lines) for reason in result.rejected[:5])
+                                  + (f" (and {len(result.rejected) - 5} more)" if len(result.rejected) > 5 else ""))
+    after = dict(Session.objects.filter(project=project, key__in=result.sessions).values_list("key", "message_count"))
+    report.keys = keys  # every session the file records requests of, as for other imports run again
+    report.sessions_created = sum(1 for key in result.sessions if key not in before)
+    report.messages = sum(count - before.get(key, 0) for key, count in after.items())
+    report.requests, report.requests_duplicate = result.stored, result.duplicates
 
 
 def store_streamed(project: Project, streamed: StreamedConversation, instructions: str | None, actor: str,

@@ -58,7 +58,9 @@ def test_the_sessions_list_costs_the_same_queries_at_any_page_size(warm, limit, 
 def test_a_raw_log_page_costs_the_same_queries_at_any_page_size(warm, limit, django_assert_num_queries, append):
     fill(append, "long", 240)
 
-    with django_assert_num_queries(AUTH + 3):  # the session, the sizes of the page's messages, the page
+    # The session, the sizes of the page's messages, the page; for each message's explain, the session's
+    # checkpoints and one COUNT placing the page in the model input.
+    with django_assert_num_queries(AUTH + 5):
         response = warm.get("/sessions/long/messages", query={"limit": limit, "after": 20})
 
     assert len(response.json()["items"]) == limit

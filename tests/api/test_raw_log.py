@@ -8,7 +8,7 @@ from tests.api.conftest import assert_error
 pytestmark = pytest.mark.django_db
 
 FIELDS = {"seq", "id", "role", "content", "reasoning", "tool_calls", "tool_call_id", "name", "is_error", "attributes",
-          "include_in_messages", "created_at", "tokens", "reasoning_tokens"}
+          "include_in_messages", "created_at", "tokens", "reasoning_tokens", "explain"}
 
 
 def test_it_returns_every_stored_message_with_its_fields_in_seq_order(api, conversation):
@@ -29,6 +29,8 @@ def test_it_returns_every_stored_message_with_its_fields_in_seq_order(api, conve
     assert items[3]["include_in_messages"] is False, "a hidden message stays in the raw log"
     assert items[3]["attributes"] == {"note": "wrong"}
     assert all(m["tokens"] > 0 for m in items)
+    assert [m["explain"]["code"] for m in items] == ["in_input", "in_input", "in_input", "excluded_flag", "in_input"]
+    assert items[3]["explain"]["sentence"].startswith("Hidden: include_in_messages is false.")
 
 
 def test_it_pages_with_after_and_limit_without_gaps_or_repeats(api, append):

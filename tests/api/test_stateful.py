@@ -9,6 +9,7 @@ a link, and asserts it: a fuzz test that quietly stops reaching the API would pa
 
 import os
 from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -17,6 +18,7 @@ from schemathesis.generation.stateful.state_machine import StepInput
 
 from sessions.api_keys import create_api_key
 from sessions.models import Session
+from sessions.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import CONVERSATION
 from tests.api.fuzzing import CHECKS, load_schema, wsgi_host  # noqa: F401 - wsgi_host is a fixture
 
@@ -59,7 +61,14 @@ class Workflow(schema.as_state_machine()):
         generated batches rarely get past the role rules (a generated `tool` message answers no call)."""
         case = APPEND.Case(path_parameters={"key": "chat"}, body={"messages": CONVERSATION})
         self.recorder.record_case(case=case)
-        return self.step(StepInput.initial(case))
+        output = self.step(StepInput.initial(case))
+        # A request the application sent, recorded from outside (no API call records one), so the links from
+        # the list of recorded requests to one of them have something to follow.
+        if output.response.status_code == 200:
+            record_requests(Session.objects.get(key="chat").project, [CapturedRequest(
+                "chat", "fuzz-request-1", "request_log", datetime(2026, 1, 1, tzinfo=UTC),
+                [{"role": "user", "content": CONVERSATION[0]["content"]}])])
+        return output
 
     def get_call_kwargs(self, case):
         return {"headers": self.headers}

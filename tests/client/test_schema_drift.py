@@ -23,6 +23,10 @@ READS = {
     client.Omission: "OmittedOut",
     client.ModelInput: "ModelInputOut",
     client.TokenCount: "TokensOut",
+    client.Explanation: "ExplainOut",
+    client.RecordedRequestSummary: "RecordedRequestSummaryOut",
+    client.RecordedRequestPage: "RecordedRequestListOut",
+    client.RecordedRequest: "RecordedRequestOut",
 }
 CLIENT_ONLY = {client.Session: {"created"}}  # what the client adds from the response's status
 

@@ -43,7 +43,7 @@ class Progress:
 class Command(BaseCommand):
     help = (
         "Import transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs, SWE-agent "
-        "trajectories and ctxweb exports (JSON or JSON Lines; folders are searched for *.json, *.jsonl, "
+        "trajectories, ctxweb exports and request logs (JSON or JSON Lines; folders are searched for *.json, *.jsonl, "
         "*.ndjson and *.traj). Importing again stores nothing twice."
     )
 

@@ -1,0 +1,198 @@
+"""Request logs (sessions.importers.request_log): JSONL of Chat Completions request bodies with their
+responses, imported through `import_transcripts`, the upload form and the runner into recorded requests
+(sessions.recorded_requests), so the conversation and what the application dropped are rebuilt from them."""
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.urls import reverse
+
+from sessions.importers import import_path, parse_transcript
+from sessions.inspection import with_explanations
+from sessions.models import Membership, RecordedRequest, Session
+from tests.importers.conftest import client_for, jsonl
+
+pytestmark = pytest.mark.django_db
+
+LOGS = Path(__file__).resolve().parent.parent / "data" / "request-logs"
+SEPARATE = LOGS / "interactions_20251103_025309.jsonl"  # type request/response lines, SWE-agent `outputs`
+NESTED = LOGS / "interactions_20251103_033709.jsonl"  # request_params, Chat Completions responses
+SYSTEM = {"role": "system", "content": "Be brief."}
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def completion(text, prompt=10, completion_tokens=3):
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini", "created": 1764590000,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens}}
+
+
+def requests_of(key):
+    return list(RecordedRequest.objects.filter(session__key=key).order_by("number"))
+
+
+def sent_lines(path):
+    """The messages of each request line, in file order."""
+    out = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record["type"] == "request":
+            out.append(record.get("request_params", record)["messages"])
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(LOGS.glob("*.jsonl")), ids=lambda p: p.name)
+def test_every_real_request_log_imports_with_its_requests_exactly_as_sent(project, path):
+    report = import_path(project, path)
+
+    assert report.error is None and report.format == "request-log"
+    key = path.name.removesuffix(".jsonl")
+    assert report.keys == [key] and report.sessions_created == 1
+    session = Session.objects.get(key=key)
+    recorded = requests_of(key)
+    lines = sent_lines(path)
+    assert session.request_count == len(recorded) == len(lines) == report.requests
+    assert [r.messages for r in recorded] == lines, "each request's messages are stored exactly as sent"
+    assert [json.dumps(r.messages) for r in recorded] == [json.dumps(m) for m in lines], "key order too"
+    assert all(r.source == "request_log" and r.model == "gpt-3.5-turbo-0613" for r in recorded)
+    assert [r.started_at for r in recorded] == sorted(r.started_at for r in recorded)
+    assert recorded[0].started_at.isoformat().startswith("2025-11-03T0")
+    assert recorded[0].usage_input_tokens == 410 and recorded[0].usage_output_tokens == 0
+    assert all("api_key" not in r.parameters and "messages" not in r.parameters for r in recorded)
+    assert recorded[0].parameters["temperature"] == 0.0
+    assert session.instructions.startswith("You are a helpful assistant")
+    assert session.message_count == report.messages > 0
+    # A request retried before its response came has none; the others have the response's message.
+    assert sum(1 for r in recorded if not r.response) == 1
+    assert all(r.response[0]["role"] == "assistant" for r in recorded if r.response)
+
+
+def test_a_request_log_imported_again_stores_nothing(project):
+    first = import_path(project, NESTED)
+    again = import_path(project, NESTED)
+    assert again.error is None
+    assert (again.requests, again.requests_duplicate, again.messages) == (0, first.requests, 0)
+    assert RecordedRequest.objects.count() == first.requests
+
+
+def test_what_the_real_application_dropped_is_explained(project):
+    import_path(project, SEPARATE)
+    session = Session.objects.get(key="interactions_20251103_025309")
+    messages = with_explanations(session, list(session.messages.order_by("seq")))
+    dropped = [m for m in messages if m.explanation.code == "dropped_by_application"]
+    assert [m.seq for m in dropped] == [8]
+    assert (dropped[0].explanation.last_sent_request, dropped[0].explanation.first_missing_request) == (6, 7)
+    carried = [m for m in messages if m.explanation.code == "in_input"]
+    assert all(m.explanation.request == 8 for m in carried)
+
+
+def test_bodies_with_their_response_at_the_top_level_or_under_request(project, import_bytes):
+    data = jsonl(
+        {"model": "gpt-4o-mini", "temperature": 0, "messages": [SYSTEM, user("hi")], "response": completion("Hello.")},
+        {"request": {"model": "gpt-4o-mini", "messages": [SYSTEM, user("hi"), {"role": "assistant", "content": "Hello."},
+                                                           user("bye")]},
+         "response": completion("Bye.", 20, 2)},
+    )
+    report = import_bytes("app.jsonl", data)
+    assert report.error is None and report.format == "request-log"
+    first, second = requests_of("app")
+    assert first.parameters == {"model": "gpt-4o-mini", "temperature": 0}
+    assert first.response == [{"role": "assistant", "content": "Hello."}]
+    assert (second.usage_input_tokens, second.usage_output_tokens) == (20, 2)
+    assert second.message_seqs == [None, 1, 2, 3]
+    assert [m.text for m in Session.objects.get(key="app").messages.order_by("seq")] == ["hi", "Hello.", "bye", "Bye."]
+
+
+def test_lines_without_times_keep_their_order(project, import_bytes):
+    data = jsonl(*[{"messages": [user(f"q{n}")], "response": completion(f"a{n}")} for n in range(3)])
+    import_bytes("untimed.jsonl", data)
+    assert [r.messages[0]["content"] for r in requests_of("untimed")] == ["q0", "q1", "q2"]
+
+
+def test_a_conversation_id_makes_a_session_of_its_own(project, import_bytes):
+    data = jsonl(
+        {"type": "request", "timestamp": "2026-01-01T10:00:00Z", "messages": [user("a")],
+         "metadata": {"conversation_id": "alpha"}, "response": completion("A")},
+        {"type": "request", "timestamp": "2026-01-01T10:00:01Z", "messages": [user("b")], "user": "bob",
+         "response": completion("B")},
+        {"type": "request", "timestamp": "2026-01-01T10:00:02Z", "conversation_id": "alpha",
+         "messages": [user("a"), {"role": "assistant", "content": "A"}, user("a2")], "response": completion("A2")},
+    )
+    report = import_bytes("multi.jsonl", data, key_prefix="log-")
+    assert report.error is None
+    assert sorted(report.keys) == ["log-alpha", "log-bob"]
+    assert [m.text for m in Session.objects.get(key="log-alpha").messages.order_by("seq")] == ["a", "A", "a2", "A2"]
+    assert len(requests_of("log-bob")) == 1
+
+
+def test_other_records_are_skipped_and_a_plain_transcript_is_not_a_request_log(project, import_bytes):
+    data = jsonl({"type": "error", "message": "rate limited"},
+                 {"type": "request", "messages": [user("hi")]},
+                 {"type": "response", "response": completion("Hello.")})
+    assert import_bytes("mixed.jsonl", data).error is None
+    assert requests_of("mixed")[0].response == [{"role": "assistant", "content": "Hello."}]
+    plain = parse_transcript("records.jsonl", jsonl({"messages": [user("hi")]}, {"messages": [user("yo")]}))
+    assert plain.format == "openai"
+
+
+@pytest.mark.parametrize(("lines", "error"), [
+    (['{"type": "request", "messages": [{"role": "user", "content": "hi"}]}', "{not json"],
+     "line 2 is not valid JSON"),
+    (['{"type": "request", "messages": [{"role": "user", "content": "hi"}]}', '{"type": "request", "messages": "hi"}'],
+     "line 2: messages must be a list of message objects"),
+    (['{"type": "request", "messages": [{"role": "user", "content": "hi"}]}', '[1, 2]'], "line 2 is not a JSON object"),
+    (['{"type": "request", "messages": [{"role": "user", "content": "hi"}]}',
+      '{"type": "response", "response": {"choices": "x"}}'], "line 2: response must be"),
+    (['{"type": "request", "messages": [{"role": "user", "content": "hi"}]}',
+      '{"type": "request", "messages": [{"role": "wizard", "content": "hi"}]}'], "line 2: "),
+    (['{"type": "request", "messages": [{"role": "user", "content": "hi"}], "response": {"usage": {}, '
+      '"choices": [], "prompt_tokens": 1}, "input_tokens": -1}'], "line 1: input tokens must be"),
+])
+def test_a_bad_line_fails_the_file_naming_the_line_and_stores_nothing(project, import_bytes, lines, error):
+    report = import_bytes("bad.jsonl", "\n".join(lines) + "\n", fmt="request-log")
+    assert report.error is not None and error in report.error, report.error
+    assert not Session.objects.exists() and not RecordedRequest.objects.exists()
+
+
+def test_a_forced_request_log_format_on_a_transcript_says_so(project, import_bytes):
+    report = import_bytes("chat.json", [user("hi")], fmt="request-log")
+    assert "no line holds a request" in report.error
+
+
+def test_the_import_command_takes_request_logs(project, tmp_path, capsys):
+    for path in LOGS.glob("*.jsonl"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    call_command("import_transcripts", str(tmp_path))
+    out = capsys.readouterr().out
+    assert "Imported 2 of 2 file(s): 2 session(s) (2 new)" in out
+    assert "Recorded 15 request(s) from request logs (0 already recorded)." in out
+    call_command("import_transcripts", str(tmp_path), "--format", "request-log")
+    assert "Recorded 0 request(s) from request logs (15 already recorded)." in capsys.readouterr().out
+
+
+def test_the_upload_form_imports_a_request_log(project, django_capture_on_commit_callbacks, immediate_tasks):
+    editor = client_for(project, Membership.Role.EDITOR, "editor")
+    assert b"<option>request-log</option>" in editor.get(reverse("import")).content
+    upload = SimpleUploadedFile(NESTED.name, NESTED.read_bytes(), content_type="application/x-ndjson")
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = editor.post(reverse("import"), {"project": "default", "files": [upload]})
+    assert posted.status_code == 302
+    session = Session.objects.get(key="interactions_20251103_033709")
+    assert session.request_count == 7
+    page = editor.get(posted["Location"], follow=True)
+    assert b"interactions_20251103_033709" in page.content
+
+
+@pytest.mark.parametrize("fmt", ["auto", "request-log"])
+def test_a_request_log_above_the_streaming_size_is_read_whole(project, settings, fmt):
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 1000
+    report = import_path(project, NESTED, fmt=fmt)
+    assert report.error is None and report.format == "request-log"
+    assert Session.objects.get(key="interactions_20251103_033709").request_count == 7
