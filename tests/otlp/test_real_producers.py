@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ctxweb.client import Client
 from sessions.api_keys import create_api_key
 from sessions.models import Project, RecordedRequest, Session
 from tests.otlp.chat_server import ChatServer
@@ -200,8 +201,16 @@ def test_stored_messages_are_byte_for_byte_what_the_client_sent(instrumented, tr
     assert session.messages.count() == 6
 
 
+def explained(live_server, secret, session) -> list[tuple]:
+    """(seq, code, last request that sent it, first without it) of each raw message, read as a tool would:
+    the raw log over the API, through the Python client."""
+    client = Client(live_server.url, secret)
+    return [(m.seq, m.explain.code, m.explain.last_sent_request, m.explain.first_missing_request)
+            for m in client.raw_log(session.key)]
+
+
 def test_an_application_trimming_its_history_shows_what_it_dropped(instrumented, tracer_provider, chat_server,
-                                                                    kept):
+                                                                    kept, live_server, secret):
     app = App(openai.OpenAI(base_url=chat_server.base_url, api_key="sk-test"), keep_last=3)
 
     with conversation(instrumented, tracer_provider):
@@ -214,10 +223,17 @@ def test_an_application_trimming_its_history_shows_what_it_dropped(instrumented,
     assert [r.message_seqs for r in stored] == [[None, 1], [None, 1, 2, 3], [None, 3, 4, 5], [None, 5, 6, 7]]
     assert [r.dropped_seqs for r in stored] == [[], [], [1, 2], [3, 4]]
     assert [r.unmatched for r in stored] == [[], [], [], []]
+    # Why each turn is, or is not, in what the model saw last (request 4 sent 5, 6 and 7).
+    assert explained(live_server, secret, session_of(instrumented, kept)) == [
+        (1, "dropped_by_application", 2, 3), (2, "dropped_by_application", 2, 3),
+        (3, "dropped_by_application", 3, 4), (4, "dropped_by_application", 3, 4),
+        (5, "in_input", None, None), (6, "in_input", None, None), (7, "in_input", None, None),
+        (8, "in_input", None, None),
+    ]
 
 
 def test_an_application_replacing_old_turns_with_its_summary_shows_it(instrumented, tracer_provider, chat_server,
-                                                                      kept):
+                                                                      kept, live_server, secret):
     app = App(openai.OpenAI(base_url=chat_server.base_url, api_key="sk-test"), summarize_over=4)
 
     with conversation(instrumented, tracer_provider):
@@ -231,3 +247,6 @@ def test_an_application_replacing_old_turns_with_its_summary_shows_it(instrument
     assert [r.message_seqs for r in stored] == [[None, 1], [None, 1, 2, 3], [None, None, 5], [None, None, 5, 6, 7]]
     assert [r.unmatched for r in stored] == [[], [], [1], [1]]
     assert [r.dropped_seqs for r in stored] == [[], [], [1, 2, 3, 4], []]
+    codes = explained(live_server, secret, session_of(instrumented, kept))
+    assert codes[:4] == [(seq, "replaced_by_application_summary", 2 if seq < 4 else None, 3) for seq in (1, 2, 3, 4)]
+    assert {code for _, code, _, _ in codes[4:]} == {"in_input"}
