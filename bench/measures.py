@@ -34,7 +34,7 @@ from sessions.tokens import count_message, encoding
 from sessions.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
-MEASUREMENTS = ("tokens", "append", "latency", "concurrent", "compaction_backlog", "model_input", "page", "search", "plan",
+MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "search", "plan",
                 "list", "import")
 BATCH = 100
 # The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
@@ -304,7 +304,7 @@ class Bench:
                 progress(f"== {name}")
                 getattr(self, "measure_" + name)()
                 later = MEASUREMENTS[MEASUREMENTS.index(name) + 1:]
-                if not {"append", "latency", "concurrent"} & set(later) & set(names):
+                if not {"append", "latency", "floors", "concurrent"} & set(later) & set(names):
                     self.stop_server()
 
     def close(self) -> None:
@@ -561,6 +561,11 @@ class Bench:
         self.report.figure("append latency, single message (all requests)", "ms", latencies)
         self.report.figure("append latency, single message p50", "ms", [percentile(latencies, 50)])
         self.report.figure("append latency, single message p99", "ms", [percentile(latencies, 99)])
+
+    def measure_floors(self) -> None:
+        from bench import floors
+
+        floors.measure(self)
 
     def concurrent_run(self, key: str, clients: int, requests: int, size: int) -> tuple[float, float]:
         """`clients` processes post `requests` batches of `size` messages between them to one session

@@ -78,6 +78,7 @@ MIDDLEWARE = [
     "sessions.middleware.ApiRequestSizeLimit",
     "sessions.middleware.ImportSizeLimit",
     "sessions.middleware.RejectNulCharacters",
+    "ctxweb.db_router.ReplicaReadsMiddleware",  # before the session and the user are read
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -122,6 +123,29 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
         }
     )
+
+# PostgreSQL behind pgbouncer in transaction mode (README, "Scaling"): a server connection belongs to a
+# client only for one transaction, so nothing may outlive one. Server-side cursors (.iterator() outside
+# a transaction) are turned off; prepared statements are already off (Django's psycopg 3 default,
+# prepare_threshold None: do not set it); persistent client connections to pgbouncer are cheap and kept,
+# checked before reuse.
+CTXWEB_PGBOUNCER = env_bool("CTXWEB_PGBOUNCER")
+if CTXWEB_PGBOUNCER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+# A read replica for the dashboard's read-only pages (ctxweb/db_router.py): writes, the API and any page
+# right after a write (CTXWEB_REPLICA_PIN_SECONDS) read from `default`. In tests the replica is the
+# test database itself (MIRROR).
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
+CTXWEB_REPLICA_PIN_SECONDS = env_int("CTXWEB_REPLICA_PIN_SECONDS", 10)
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = dj_database_url.parse(DATABASE_REPLICA_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    for option in ("OPTIONS", "DISABLE_SERVER_SIDE_CURSORS", "CONN_HEALTH_CHECKS"):
+        if option in DATABASES["default"] and DATABASES["replica"]["ENGINE"] == DATABASES["default"]["ENGINE"]:
+            DATABASES["replica"][option] = DATABASES["default"][option]
+    DATABASE_ROUTERS = ["ctxweb.db_router.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -253,6 +253,15 @@ def compaction_run(request, key: str, run_id: int = Path(..., ge=1, le=9_000_000
     return run
 
 
+@router.get("/ping", response={200: s.PingOut, **ERRORS}, summary="Check an API key: which project and key it is",
+            openapi_extra=links(200, ListSessions=link("list_sessions")))
+def ping(request):
+    """Authenticates like every other call (key lookup, brute-force check, rate limit) and reads nothing
+    else: a client's cheapest check of its key and the server, and the benchmark's HTTP floor."""
+    key = request.auth
+    return {"project": key.project.name, "key": key.name, "key_prefix": key.prefix}
+
+
 @router.post("/tokens", response={200: s.TokensOut, **ERRORS}, summary="Count tokens of an OpenAI-format message list")
 def count_tokens(request, body: s.TokensIn):
     total, per_message = count_openai_messages(body.messages)

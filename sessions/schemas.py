@@ -785,6 +785,12 @@ class ModelInputOut(Schema):
     )
 
 
+class PingOut(Schema):
+    project: str = Field(description="the name of the project the API key belongs to")
+    key: str = Field(description="the API key's name")
+    key_prefix: str = Field(description="the key's first characters, as the dashboard's API keys page shows them")
+
+
 class TokensOut(Schema):
     total: int
     messages: list[int]

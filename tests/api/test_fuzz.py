@@ -68,7 +68,7 @@ def test_the_schema_lists_every_endpoint():
         "POST /api/v1/sessions/{key}/compact", "GET /api/v1/sessions/{key}/compactions/{run_id}",
         "POST /api/v1/tokens", "POST /api/v1/sessions/{key}/requests",
         "GET /api/v1/sessions/{key}/checkpoints", "GET /api/v1/sessions/{key}/events",
-        "GET /api/v1/sessions/{key}/export", "GET /api/v1/sessions/{key}/trace",
+        "GET /api/v1/sessions/{key}/export", "GET /api/v1/sessions/{key}/trace", "GET /api/v1/ping",
         "GET /api/v1/sessions/{key}/requests", "GET /api/v1/sessions/{key}/requests/{number}",
     }
 
