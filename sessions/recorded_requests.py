@@ -14,7 +14,6 @@ from django.db import transaction
 
 from .append import Batch, append_messages, parse_batch
 from .errors import DomainError
-from .importers.base import text_of
 from .models import Message, Project, RecordedRequest, Role, Session
 from .session_store import check_key, get_or_create_locked, update_session
 from .tokens import REPLY_PRIMING
@@ -256,6 +255,9 @@ def dropped_between(previous: RecordedRequest, request: RecordedRequest) -> list
 
 def _instructions_of(messages) -> str | None:
     """The instructions a request's system messages set (the last one's text), or None without any."""
+    # The importers' package imports the request-log parser, which imports this module: imported here.
+    from .importers.base import text_of
+
     texts = [text_of(m.get("content")) for m in messages or () if isinstance(m, dict)
              and m.get("role") in ("system", "developer")]
     return texts[-1] if texts else None
