@@ -666,3 +666,20 @@
     plot.scrollLeft += box.left - frame.left - plot.clientWidth / 2;
   });
 }());
+
+// The header's menu on a phone (templates/base.html .topbar-menu, a <details>): Escape closes it and puts
+// the focus back on its button; a click outside it closes it too. Wider than a phone it is always shown.
+(function () {
+  "use strict";
+  function openMenu() { return document.querySelector(".topbar-menu[open]"); }
+  document.addEventListener("keydown", function (event) {
+    var menu = openMenu();
+    if (event.key !== "Escape" || !menu) { return; }
+    menu.open = false;
+    menu.querySelector("summary").focus();
+  });
+  document.addEventListener("click", function (event) {
+    var menu = openMenu();
+    if (menu && !menu.contains(event.target)) { menu.open = false; }
+  });
+}());
