@@ -683,3 +683,21 @@
     if (menu && !menu.contains(event.target)) { menu.open = false; }
   });
 }());
+
+// The session page's folded panels (details.fold-panel: Trace a fact, What if…): one opened stays open
+// when the page reloads in this tab (after Compact with these settings, say), until it is closed again.
+(function () {
+  "use strict";
+  function keyOf(panel) { return "ctxweb-open:" + location.pathname + "#" + panel.id; }
+  function remembered(panel) {
+    try { return sessionStorage.getItem(keyOf(panel)) === "1"; } catch (e) { return false; }
+  }
+  document.querySelectorAll("details.fold-panel[id]").forEach(function (panel) {
+    if (remembered(panel)) { panel.open = true; }
+    panel.addEventListener("toggle", function () {
+      try {
+        if (panel.open) { sessionStorage.setItem(keyOf(panel), "1"); } else { sessionStorage.removeItem(keyOf(panel)); }
+      } catch (e) { /* storage refused: the panel simply starts folded */ }
+    });
+  });
+}());
