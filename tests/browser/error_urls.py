@@ -4,7 +4,8 @@ DEBUG off, as pytest-django runs the live server): the handlers are ctxweb.urls'
 from django.core.exceptions import BadRequest
 from django.urls import path
 
-from ctxweb.urls import handler400, handler403, handler404, handler500, urlpatterns as site_patterns
+from ctxweb.urls import handler400, handler403, handler404, handler500
+from ctxweb.urls import urlpatterns as site_patterns
 
 __all__ = ["handler400", "handler403", "handler404", "handler500", "urlpatterns"]
 
