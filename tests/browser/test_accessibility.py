@@ -126,7 +126,7 @@ def check_role(page, site, role: str, found: dict, shot=None, scheme: str = "lig
 
 def api_docs_violations(page) -> list[str]:
     """The Swagger UI page as it loads, then with an operation opened for "Try it out"."""
-    page.wait_for_selector(".opblock-summary-control")
+    page.wait_for_selector(".opblock-summary-control", timeout=60_000)  # Swagger UI: a 1.4 MB script
     found = violations_of(page)
     page.locator(".opblock-summary-post .opblock-summary-control").first.click()
     page.locator(".try-out__btn").first.click()
@@ -178,7 +178,7 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site, shot):
             page.goto(site["base"] + url)
             settle(page)
             if url == "/api/v1/docs":
-                page.wait_for_selector(".opblock-summary-control")
+                page.wait_for_selector(".opblock-summary-control", timeout=60_000)  # Swagger UI: a 1.4 MB script
             # Compared with the phone's 390 px: a mobile viewport widens to fit a page that overflows,
             # so window.innerWidth would grow with it.
             width = page.evaluate("document.documentElement.scrollWidth")
