@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "django.forms",  # its widget templates, for FORM_RENDERER below
     "django_htmx",
     "ninja",
     "django_tasks",
@@ -106,6 +107,10 @@ TEMPLATES = [
         },
     },
 ]
+
+# Form widgets render through TEMPLATES, so templates/admin/widgets/ can give the admin's date and time
+# inputs labels of their own (WCAG; tests/browser/test_accessibility.py).
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 
 WSGI_APPLICATION = "ctxweb.wsgi.application"
 ASGI_APPLICATION = "ctxweb.asgi.application"

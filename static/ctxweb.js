@@ -666,3 +666,38 @@
     plot.scrollLeft += box.left - frame.left - plot.clientWidth / 2;
   });
 }());
+
+// The header's menu on a phone (templates/base.html .topbar-menu, a <details>): Escape closes it and puts
+// the focus back on its button; a click outside it closes it too. Wider than a phone it is always shown.
+(function () {
+  "use strict";
+  function openMenu() { return document.querySelector(".topbar-menu[open]"); }
+  document.addEventListener("keydown", function (event) {
+    var menu = openMenu();
+    if (event.key !== "Escape" || !menu) { return; }
+    menu.open = false;
+    menu.querySelector("summary").focus();
+  });
+  document.addEventListener("click", function (event) {
+    var menu = openMenu();
+    if (menu && !menu.contains(event.target)) { menu.open = false; }
+  });
+}());
+
+// The session page's folded panels (details.fold-panel: Trace a fact, What if…): one opened stays open
+// when the page reloads in this tab (after Compact with these settings, say), until it is closed again.
+(function () {
+  "use strict";
+  function keyOf(panel) { return "ctxweb-open:" + location.pathname + "#" + panel.id; }
+  function remembered(panel) {
+    try { return sessionStorage.getItem(keyOf(panel)) === "1"; } catch (e) { return false; }
+  }
+  document.querySelectorAll("details.fold-panel[id]").forEach(function (panel) {
+    if (remembered(panel)) { panel.open = true; }
+    panel.addEventListener("toggle", function () {
+      try {
+        if (panel.open) { sessionStorage.setItem(keyOf(panel), "1"); } else { sessionStorage.removeItem(keyOf(panel)); }
+      } catch (e) { /* storage refused: the panel simply starts folded */ }
+    });
+  });
+}());

@@ -19,7 +19,7 @@ KEY = "agent-run"
 
 # The screen position of a point given in the chart's viewBox units.
 ON_SCREEN_JS = """([x, y]) => {
-  const svg = document.querySelector('.chart svg');
+  const svg = document.querySelector('.chart svg[data-readings]');
   const p = svg.createSVGPoint(); p.x = x; p.y = y;
   const s = p.matrixTransform(svg.getScreenCTM());
   return [s.x, s.y];
@@ -41,8 +41,8 @@ def open_chart(page, live_server, login, query: str = "", viewport=(1440, 900)):
     page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
     login(page)
     page.goto(session_url(live_server.url, KEY) + query)
-    expect(page.locator(".chart svg")).to_be_visible()
-    return page.locator(".chart svg")
+    expect(page.locator(".chart svg[data-readings]")).to_be_visible()
+    return page.locator(".chart svg[data-readings]")
 
 
 def shoot(locator, name: str) -> None:
@@ -135,7 +135,7 @@ def test_the_chart_in_dark_mode_and_at_phone_width(live_server, login, browser, 
         assert caption["x"] >= 0, "only the plot scrolls, not the caption"
         page.locator(".chart-box").scroll_into_view_if_needed()  # below the page head on a phone
         # A peak near the ringed point (in view): not on a drop marker, which is a link.
-        seq, tokens, x, y = max((p for p in readings(page.locator(".chart svg")) if 260 <= p[0] <= 300),
+        seq, tokens, x, y = max((p for p in readings(page.locator(".chart svg[data-readings]")) if 260 <= p[0] <= 300),
                                 key=lambda p: p[1])
         page.touchscreen.tap(*page.evaluate(ON_SCREEN_JS, [x, y]))
         expect(page.locator(".chart-readout")).to_have_text(f"#{seq} · {tokens:,} tokens")

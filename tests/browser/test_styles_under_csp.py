@@ -92,7 +92,7 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
     assert (threshold["width"], threshold["height"]) == (2, 22)
     assert threshold["x"] == pytest.approx(meter["x"] + meter["width"], abs=0.5)
     assert stop_colours(page) == ["rgb(111, 207, 151)", "rgb(31, 138, 76)"]
-    chart = box(page.locator("figure.chart svg"))
+    chart = box(page.locator("figure.chart svg[data-readings]"))
     line = box(page.locator("figure.chart polyline.size"))
     assert chart["width"] > 1000 and chart["height"] == 170 and line["width"] > 1000 and line["height"] > 50
     expect(page.locator("figure.chart circle.drop")).to_have_count(long.checkpoint_count)

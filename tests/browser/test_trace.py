@@ -39,6 +39,7 @@ def test_the_trace_box_answers_where_a_covered_literal_went(live_server, login, 
     page.goto(url)
     mark_page(page)
 
+    page.get_by_text("Trace a fact").click()  # the panel is folded until used
     page.fill(".trace-form input[name=q]", "W9609649")
     page.click(".trace-form button[type=submit]")
 

@@ -41,6 +41,8 @@ def test_what_if_preview_compact_and_save(live_server, login, page, airline, sho
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(session_url(live_server.url, KEY))
     panel = page.locator("#what-if")
+    expect(panel.get_by_label("max_tokens", exact=True)).not_to_be_visible()  # folded until used
+    panel.locator("summary").click()
     expect(panel.get_by_label("max_tokens", exact=True)).to_have_value("100000")
     expect(panel.get_by_label("keep_recent_tokens", exact=True)).to_have_value("20000")
     expect(panel.get_by_label("summarizer")).to_have_value("extractive")
@@ -85,6 +87,7 @@ def test_what_if_preview_compact_and_save(live_server, login, page, airline, sho
     # 3. Compact with these settings: the checkpoint covers what the preview said.
     panel.get_by_role("button", name="Compact with these settings").click()
     expect(page.locator(".flash")).to_contain_text(f"covers messages #{first}–#{last}")
+    expect(panel.get_by_label("max_tokens", exact=True)).to_be_visible()  # still open after the reload
     checkpoint = Checkpoint.objects.get(session=airline)
     assert (checkpoint.first_seq, checkpoint.last_seq, checkpoint.tokens_after) == (first, last, projected)
     airline.refresh_from_db()
@@ -109,6 +112,8 @@ def test_a_viewer_previews_but_cannot_compact_or_save(live_server, login, page, 
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(session_url(live_server.url, KEY))
     panel = page.locator("#what-if")
+    panel.locator("summary").focus()  # folded until used; the keyboard opens it
+    page.keyboard.press("Enter")
     expect(panel.get_by_role("button", name="Compact with these settings")).to_have_count(0)
     expect(panel.get_by_role("button", name="Save as this session's settings")).to_have_count(0)
     panel.get_by_label("keep_recent_tokens", exact=True).fill("-3")

@@ -20,7 +20,7 @@ def chart(client, story, **query):
 
 
 def readings(figure) -> list[tuple[int, int, float, float]]:
-    raw = figure.one("svg").get("data-readings")
+    raw = figure.one("svg", cls="plot").get("data-readings")
     return [(int(s), int(t), float(x), float(y)) for s, t, x, y in (r.split() for r in raw.split(";"))]
 
 
@@ -40,7 +40,7 @@ def scales(figure):
 
 def test_the_token_axis_has_round_ticks_with_grid_lines_from_0(viewer_client, story):
     figure = chart(viewer_client, story)
-    svg = figure.one("svg")
+    svg = figure.one("svg", cls="plot")
     labels = [t.text() for t in svg.find_all("text", cls="tick") if not t.text().startswith("#")]
     grid = svg.find_all("line", cls="grid")
 
@@ -54,7 +54,7 @@ def test_the_token_axis_has_round_ticks_with_grid_lines_from_0(viewer_client, st
 
 
 def test_the_message_axis_has_round_message_numbers(viewer_client, story):
-    svg = chart(viewer_client, story).one("svg")
+    svg = chart(viewer_client, story).one("svg", cls="plot")
     numbers = [int(t.text()[1:]) for t in svg.find_all("text", cls="tick") if t.text().startswith("#")]
 
     assert len(numbers) >= 3
@@ -76,7 +76,7 @@ def test_the_readings_are_the_points_of_the_line(viewer_client, story):
 
 
 def test_each_drop_is_a_named_link_carrying_its_reading(viewer_client, story):
-    svg = chart(viewer_client, story).one("svg")
+    svg = chart(viewer_client, story).one("svg", cls="plot")
     links = svg.find_all("a")
     first = next(a for a in links if a.get("href") == story.url(f"checkpoints/{story.first.pk}/"))
 
@@ -133,7 +133,7 @@ def test_the_page_shown_as_of_asks_the_chart_for_that_point(viewer_client, story
 
 def test_the_figure_says_what_it_shows(viewer_client, story):
     figure = chart(viewer_client, story)
-    svg = figure.one("svg")
+    svg = figure.one("svg", cls="plot")
 
     assert svg.get("role") == "group" and "model input tokens by message number" in svg.get("aria-label")
     assert "max_tokens 4000" in figure.one("figcaption").text()

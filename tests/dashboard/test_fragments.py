@@ -79,7 +79,7 @@ def test_the_page_polls_for_new_messages(viewer_client, story):
 def test_the_chart_is_an_svg_with_a_line_and_a_drop_per_completed_compaction(viewer_client, story):
     response = viewer_client.get(story.url("chart/"))
     assert response.status_code == 200
-    svg = parse(response).one("svg")
+    svg = parse(response).one("svg", cls="plot")
     line = svg.one("polyline")
     points = line.get("points").split()
     assert len(points) >= 4
@@ -96,7 +96,7 @@ def test_the_chart_is_an_svg_with_a_line_and_a_drop_per_completed_compaction(vie
 def test_the_chart_shows_a_skipped_or_failed_compaction_as_no_drop(viewer_client, story):
     outcome = compact(story.session, force=True, summary="   ")
     assert outcome.status == "failed"
-    svg = parse(viewer_client.get(story.url("chart/"))).one("svg")
+    svg = parse(viewer_client.get(story.url("chart/"))).one("svg", cls="plot")
     assert len(svg.find_all("circle", cls="drop")) == 2
 
 
