@@ -55,7 +55,7 @@ def test_a_running_job_shows_how_far_it_is(editor, queued):
     text = page(editor, queued, htmx=True).content.decode()
 
     assert "Importing: 50% of the file read." in text
-    assert 'value="50"' in text and "<td>7</td>" in text
+    assert 'value="50"' in text and '<td data-label="Messages stored">7</td>' in text
     assert 'hx-trigger="every 1s"' in text
 
 
