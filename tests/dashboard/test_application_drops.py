@@ -59,3 +59,14 @@ def test_a_message_replaced_by_the_application_s_summary_is_marked(viewer_client
     assert "code-replaced_by_application_summary" in replaced.classes
     assert "replaced by the application's summary · request 2" in replaced.one(cls="app-replaced").text()
     assert "its message 1" in replaced.one(cls="explain").text()
+
+
+def test_the_model_input_column_says_what_the_model_saw_last(viewer_client, project, story):
+    import_path(project, LOG)
+    session = Session.objects.get(key="interactions_20251103_025309")
+    note = parse(viewer_client.get(session_url(session))).one(cls="rebuilt-note")
+    assert "rebuilt from the 8 requests the application sent" in note.text()
+    assert note.one("a").attrs["href"] == session_url(session) + "recorded/8/"
+    assert viewer_client.get(note.one("a").attrs["href"]).status_code == 200
+    # Sessions written through the API have no such note.
+    assert b"rebuilt-note" not in viewer_client.get(session_url(story.session)).content
