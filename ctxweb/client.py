@@ -392,6 +392,18 @@ def new_message_id() -> str:
     return "msg_" + uuid.uuid4().hex
 
 
+def _every(page_after):
+    """Every item of a paged list (raw log, recorded requests): `page_after(after)` gives the page after
+    `after`, whose `next_after` says where the next starts, or None at the end."""
+    after = 0
+    while True:
+        page = page_after(after)
+        yield from page.items
+        if page.next_after is None:
+            return
+        after = page.next_after
+
+
 class Client:
     """The ctxweb API v1 at `base_url` (the server's address, with or without /api/v1)."""
 
@@ -530,13 +542,7 @@ class Client:
 
     def raw_log(self, key: str, page_size: int = 500) -> Iterator[Message]:
         """Every stored message of the session, in seq order, fetched page by page."""
-        after = 0
-        while True:
-            page = self.messages(key, after=after, limit=page_size)
-            yield from page.items
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return _every(lambda after: self.messages(key, after=after, limit=page_size))
 
     def update_message(self, key: str, seq: int, *, include_in_messages: bool | None = None,
                        attributes: dict | None = None) -> Message:
@@ -556,13 +562,7 @@ class Client:
 
     def recorded_requests(self, key: str, page_size: int = 500) -> Iterator[RecordedRequestSummary]:
         """Every recorded request of the session, fetched page by page."""
-        after = 0
-        while True:
-            page = self.requests(key, after=after, limit=page_size)
-            yield from page.items
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return _every(lambda after: self.requests(key, after=after, limit=page_size))
 
     def recorded_request(self, key: str, number: int, format: str = "openai") -> RecordedRequest:
         """One recorded request with its messages in `format` (openai: exactly as the application sent them)."""

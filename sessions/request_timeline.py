@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from .chart import round_step, token_ticks
 from .message_sizes import for_page
 from .models import Message, RecordedRequest, Session
+from .provider_messages import to_ctxweb
 
 # The newest this many requests are drawn and listed; older ones are counted.
 TIMELINE_LIMIT = 400
@@ -223,37 +224,17 @@ def excerpt(message: Message, length: int = EXCERPT) -> str:
     return text if len(text) <= length else text[: length - 1].rstrip() + "…"
 
 
-def _text_of(message: dict) -> tuple[str, int]:
-    """The text of an OpenAI Chat Completions message (a string, or text parts joined) and how many image
-    parts it has."""
+def _own_message(index: int, sent: dict, previous_own: list) -> OwnMessage:
+    """A message the application sent that matches no raw message, read by the importers' OpenAI parser
+    (as every recorded request was when it was stored): its text, tool calls and image parts."""
+    from .importers.base import text_of  # the importers' package imports the append path: imported here
+
+    message = to_ctxweb("openai", [sent]).messages[0]
     content = message.get("content")
-    if content is None:
-        return "", 0
-    if isinstance(content, str):
-        return content, 0
-    texts, images = [], 0
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif "image" in str(part.get("type", "")):
-            images += 1
-        elif isinstance(part.get("refusal"), str):
-            texts.append(part["refusal"])
-    return "\n".join(texts), images
-
-
-def _calls_of(message: dict) -> list[dict]:
-    calls = []
-    for call in message.get("tool_calls") or []:
-        if not isinstance(call, dict):
-            continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
-        arguments = function.get("arguments", "")
-        calls.append({"name": str(function.get("name", "")),
-                      "arguments": arguments if isinstance(arguments, str) else str(arguments)})
-    return calls
+    text = text_of(content) or str((message.get("attributes") or {}).get("refusal", ""))
+    images = sum(1 for part in content if part.get("type") == "image") if isinstance(content, list) else 0
+    calls = [{"name": call["name"], "arguments": call["arguments"]} for call in message.get("tool_calls") or []]
+    return OwnMessage(index, message["role"], text, calls, images, sent in previous_own)
 
 
 def _system_messages(request: RecordedRequest) -> list:
@@ -290,9 +271,7 @@ def request_diff(session: Session, number: int, limit: int = DIFF_LIMIT) -> Requ
     for i in request.unmatched:
         if not isinstance(i, int) or not 0 <= i < len(request.messages) or not isinstance(request.messages[i], dict):
             continue
-        sent = request.messages[i]
-        text, images = _text_of(sent)
-        own.append(OwnMessage(i, str(sent.get("role", "")), text, _calls_of(sent), images, sent in previous_own))
+        own.append(_own_message(i, request.messages[i], previous_own))
     return RequestDiff(
         request=request,
         previous=previous,
