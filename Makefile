@@ -50,8 +50,11 @@ run: check-port demo
 worker: migrate
 	$(BIN)/python manage.py compaction_worker
 
+# Python's bytecode cache, and pytest's cache of the test modules with their asserts rewritten, are written
+# even where the environment turns them off (PYTHONDONTWRITEBYTECODE): every test process collects the
+# whole suite, and rewriting its asserts anew takes each of them about 12 s.
 test: install
-	$(BIN)/python -m pytest
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
