@@ -266,22 +266,16 @@ def parse(records: list, source: Source) -> Parsed:
             metadata={"imported_from": source.provenance(FORMAT), "claude_code": claude}, family=family,
         ))
         parent = main_key
-    else:  # a file holding only sub-agent threads (newer Claude Code writes one file per sub-agent)
-        session_id = claude.get("sessionId")
-        parent = source.key_prefix + safe_key(session_id) if session_id and safe_key(session_id) != source.stem else None
+    else:
+        parent = _parent_of_sub_agents_alone(source, claude)
     alone = not main.messages and len(sidechains) == 1
     for root, thread in sidechains.items():
-        metadata = {"imported_from": source.provenance(FORMAT), "claude_code": claude, "sidechain": True}
-        if parent:
-            metadata["parent_session"] = parent
         task = tasks.get(thread.prompt())
-        if task:
-            metadata["parent_tool_call_id"] = task["id"]
-        about = task["description"] if task and task.get("description") else thread.first_prompt()
+        metadata, title = _sub_agent(source, claude, parent, task, thread.first_prompt())
         sessions.append(ImportedSession(
             key=main_key if alone else source.key(f"agent-{root}"),
             messages=thread.finish(),
-            title=f"Sub-agent: {about}"[:300] if about else None,
+            title=title,
             checkpoints=thread.checkpoints,
             metadata=metadata,
             family=family,
@@ -295,6 +289,27 @@ def parse(records: list, source: Source) -> Parsed:
                 if name in attributes and attributes[name] == value:
                     del attributes[name]
     return Parsed(FORMAT, sessions, skipped)
+
+
+def _parent_of_sub_agents_alone(source, claude: dict) -> str | None:
+    """A file holding only sub-agent threads (newer Claude Code writes one file per sub-agent): the key of
+    the main conversation's session, named by its sessionId, unless that is this file's own name."""
+    session_id = claude.get("sessionId")
+    if session_id and safe_key(session_id) != source.stem:
+        return source.key_prefix + safe_key(session_id)
+    return None
+
+
+def _sub_agent(source, claude: dict, parent: str | None, task: dict | None, first_prompt: str | None):
+    """A sub-agent thread's session metadata (its parent session, and the Task call that started it) and
+    title (the task's description, or the thread's first prompt)."""
+    metadata = {"imported_from": source.provenance(FORMAT), "claude_code": claude, "sidechain": True}
+    if parent:
+        metadata["parent_session"] = parent
+    if task:
+        metadata["parent_tool_call_id"] = task["id"]
+    about = task["description"] if task and task.get("description") else first_prompt
+    return metadata, (f"Sub-agent: {about}"[:300] if about else None)
 
 
 def _task_calls(main: Thread) -> dict[str, dict]:
@@ -441,19 +456,12 @@ class StreamedLog:
             self.plans.append((StreamedConversation(main_key, metadata, title, family=family), main))
             parent = main_key
         else:
-            session_id = claude.get("sessionId")
-            parent = source.key_prefix + safe_key(session_id) if session_id and safe_key(session_id) != source.stem else None
+            parent = _parent_of_sub_agents_alone(source, claude)
         alone = not main.has_messages and len(sidechains) == 1
         for root, thread in sidechains.items():
-            metadata = {"imported_from": source.provenance(FORMAT), "claude_code": claude, "sidechain": True}
-            if parent:
-                metadata["parent_session"] = parent
             task = tasks.get(thread.prompt, (None, None))[1] if thread.prompt is not None else None
-            if task:
-                metadata["parent_tool_call_id"] = task["id"]
-            about = task["description"] if task and task.get("description") else thread.first_prompt()
+            metadata, title = _sub_agent(source, claude, parent, task, thread.first_prompt())
             key = main_key if alone else source.key(f"agent-{root}")
-            title = f"Sub-agent: {about}"[:300] if about else None
             self.plans.append((StreamedConversation(key, metadata, title, family=family), thread))
         if main.has_messages and sidechains:
             self.plans[0][0].metadata["sidechains"] = sorted(session.key for session, _ in self.plans[1:])
