@@ -33,13 +33,15 @@ print(json.dumps({name: getattr(s, name) for name in [
 # the requests that need no database.
 RESPONSES = r"""
 import io, json, re, sys, django
+from pathlib import Path
 from wsgiref.util import setup_testing_defaults
 django.setup()
 from django.conf import settings
 from django.core.management import call_command
 
 settings.STATIC_ROOT = sys.argv[1]  # collected like a deployment does, into a temporary directory
-call_command("collectstatic", interactive=False, verbosity=0)
+if not (Path(sys.argv[1]) / "staticfiles.json").exists():  # once for the module: the files do not change
+    call_command("collectstatic", interactive=False, verbosity=0)
 plain = sys.argv[2:] == ["plain"]
 if not plain:
     call_command("migrate", verbosity=0)
@@ -126,9 +128,16 @@ def test_the_settings_are_the_secure_ones_when_debug_is_off():
 
 
 @pytest.fixture(scope="module")
-def responses(tmp_path_factory) -> dict:
+def static_root(tmp_path_factory) -> Path:
+    """Where the static files are collected, by the first run of RESPONSES (collectstatic's hashing and
+    compressing costs seconds); the module's other run serves the same files."""
+    return tmp_path_factory.mktemp("static") / "static"
+
+
+@pytest.fixture(scope="module")
+def responses(tmp_path_factory, static_root) -> dict:
     tmp = tmp_path_factory.mktemp("secure-defaults")
-    result = run(RESPONSES, str(tmp / "static"), ALLOWED_HOSTS="example.com",
+    result = run(RESPONSES, str(static_root), ALLOWED_HOSTS="example.com",
                  DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}")
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -171,8 +180,8 @@ def test_logging_in_sets_a_secure_httponly_samesite_session_cookie(responses):
     assert responses["dashboard"]["status"] == 200
 
 
-def test_behind_a_tls_proxy_its_forwarded_proto_counts_as_https(tmp_path):
-    result = run(RESPONSES, str(tmp_path / "static"), "plain", ALLOWED_HOSTS="example.com", BEHIND_TLS_PROXY="1",
+def test_behind_a_tls_proxy_its_forwarded_proto_counts_as_https(tmp_path, static_root):
+    result = run(RESPONSES, str(static_root), "plain", ALLOWED_HOSTS="example.com", BEHIND_TLS_PROXY="1",
                  DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}")
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])

@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from sessions.append import append_messages
 from sessions.message_sizes import FIELD_SHOWN, TEXT_SHOWN
-from sessions.models import Session
+from sessions.models import Project, Session
+from tests.conftest import seeded_for_module
 
 from .conftest import call, session_url
 from .dom import parse
@@ -24,18 +25,27 @@ def long_text(n: int, size: int = BIG) -> str:
     return (f"message {n} begins. " + "lorem ipsum dolor sit amet " * (size // 27 + 1))[:size - 8] + " THE-END"
 
 
+@pytest.fixture(scope="module")
+def stored_big(django_db_setup, django_db_blocker) -> int:
+    """30 messages of 200,000 characters; #2 also has long reasoning, tool call arguments and attributes.
+    Stored once for the module (committed; each test reads or changes it in its own rolled-back
+    transaction): the session's primary key."""
+    with seeded_for_module(django_db_blocker):
+        project = Project.objects.get_or_create(name="default")[0]
+        append_messages(project, "big", [{"role": "user", "content": long_text(1)}], "test")
+        append_messages(project, "big", [{
+            "role": "assistant", "content": long_text(2), "reasoning": "thinking " * 2_000,
+            "tool_calls": [call("call_big", "store_blob", blob="b" * 20_000)],
+            "attributes": {"trace": "t" * 20_000, "hidden_in_source_ui": True}}], "test")
+        append_messages(project, "big", [{"role": "tool", "tool_call_id": "call_big", "content": "stored"}], "test")
+        for n in range(4, COUNT + 1):
+            append_messages(project, "big", [{"role": "user" if n % 2 else "assistant", "content": long_text(n)}], "test")
+        yield Session.objects.get(project=project, key="big").pk
+
+
 @pytest.fixture
-def big(project) -> Session:
-    """30 messages of 200,000 characters; #2 also has long reasoning, tool call arguments and attributes."""
-    append_messages(project, "big", [{"role": "user", "content": long_text(1)}], "test")
-    append_messages(project, "big", [{
-        "role": "assistant", "content": long_text(2), "reasoning": "thinking " * 2_000,
-        "tool_calls": [call("call_big", "store_blob", blob="b" * 20_000)],
-        "attributes": {"trace": "t" * 20_000, "hidden_in_source_ui": True}}], "test")
-    append_messages(project, "big", [{"role": "tool", "tool_call_id": "call_big", "content": "stored"}], "test")
-    for n in range(4, COUNT + 1):
-        append_messages(project, "big", [{"role": "user" if n % 2 else "assistant", "content": long_text(n)}], "test")
-    return Session.objects.get(project=project, key="big")
+def big(stored_big, project) -> Session:
+    return Session.objects.get(pk=stored_big)
 
 
 def test_the_session_page_of_big_messages_stays_small(viewer_client, big):

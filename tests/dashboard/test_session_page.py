@@ -10,10 +10,29 @@ from django.test.utils import CaptureQueriesContext
 
 from sessions.append import append_messages
 from sessions.demo import long_run_messages
-from sessions.models import Session
+from sessions.models import Checkpoint, Project, Session
+from tests.conftest import seeded_for_module
 
-from .conftest import IMAGE_URL, REASONING, SYSTEM_TEXT, session_url
+from .conftest import IMAGE_URL, REASONING, SYSTEM_TEXT, Story, build_story, session_url
 from .dom import parse
+
+
+@pytest.fixture(scope="module")
+def seeded(django_db_setup, django_db_blocker) -> dict[str, int]:
+    """The `story` session and a 50- and a 3000-message run, stored once for the module (committed; each
+    test reads or changes them in its own rolled-back transaction): primary keys by name."""
+    with seeded_for_module(django_db_blocker):
+        project = Project.objects.get_or_create(name="default")[0]
+        story = build_story(project)
+        yield {"story": story.session.pk, "first": story.first.pk, "second": story.second.pk,
+               "small": build_run(project, "run-small", 50).pk, "big": build_run(project, "run-big", 3000).pk}
+
+
+@pytest.fixture
+def story(seeded, project) -> Story:
+    """The dashboard's `story` session (tests/dashboard/conftest.py), read afresh for each test."""
+    return Story(Session.objects.get(pk=seeded["story"]), Checkpoint.objects.get(pk=seeded["first"]),
+                 Checkpoint.objects.get(pk=seeded["second"]))
 
 
 def page(client, story, **query):
@@ -341,13 +360,13 @@ def build_run(project, key, count):
 
 
 @pytest.fixture
-def small_session(project):
-    return build_run(project, "run-small", 50)
+def small_session(seeded, project):
+    return Session.objects.get(pk=seeded["small"])
 
 
 @pytest.fixture
-def big_session(project):
-    return build_run(project, "run-big", 3000)
+def big_session(seeded, project):
+    return Session.objects.get(pk=seeded["big"])
 
 
 def count_queries(client, url):

@@ -262,20 +262,24 @@ def url_problem(element: Element, name: str, value: str) -> str | None:
     return None
 
 
+def where(element: Element) -> str:
+    """An element as a problem names it (only written for a problem: most elements have none)."""
+    return f"<{element.tag} {str(element.attrs)[:80]}>"
+
+
 def markup_problems(doc: Element) -> list[str]:
     """What on a page could only have come from content parsed as markup."""
     problems = []
     for element in doc.iter():
-        where = f"<{element.tag} {str(element.attrs)[:80]}>"
         if element.tag not in ALLOWED_TAGS:
-            problems.append(f"unexpected element {where}")
+            problems.append(f"unexpected element {where(element)}")
         for name, value in element.attrs.items():
             if name.startswith("on") or "hx-on" in name:
-                problems.append(f"event handler attribute {name} on {where}")
+                problems.append(f"event handler attribute {name} on {where(element)}")
             if name in URL_ATTRIBUTES and (problem := url_problem(element, name, value)):
-                problems.append(f"{problem} on {where}")
+                problems.append(f"{problem} on {where(element)}")
             if name == "style":  # the dashboard has no inline style (the CSP has no 'unsafe-inline' for styles)
-                problems.append(f"style {value[:60]!r} on {where}")
+                problems.append(f"style {value[:60]!r} on {where(element)}")
             # The page's own: the search box's autofocus, and the What if… panel's buttons posting its
             # fields to a same-origin path of ours (a script URL is caught above with the other URLs).
             if name in ("srcdoc", "formaction", "autofocus") and not (
@@ -283,20 +287,20 @@ def markup_problems(doc: Element) -> list[str]:
                     name == "formaction" and element.tag == "button"
                     and (element.get("id") or "").startswith("what-if-")
                     and value.startswith("/") and not value.startswith("//")):
-                problems.append(f"{name} on {where}")
+                problems.append(f"{name} on {where(element)}")
         if element.tag == "script" and not (element.get("src") or "").startswith("/static/"):
-            problems.append(f"inline or foreign script {where}")
+            problems.append(f"inline or foreign script {where(element)}")
         if element.tag == "meta" and "http-equiv" in element.attrs:
-            problems.append(f"meta http-equiv {where}")
+            problems.append(f"meta http-equiv {where(element)}")
         if element.tag == "link" and not (element.get("href") or "").startswith("/static/"):
-            problems.append(f"link to {where}")
+            problems.append(f"link to {where(element)}")
         if element.tag == "svg" and not any((a.tag == "figure" and "chart" in a.classes) or a.classes & METERS
                                             for a in element.ancestors()):
-            problems.append(f"an <svg> outside the size chart and the meters {where}")
+            problems.append(f"an <svg> outside the size chart and the meters {where(element)}")
         if element.tag == "img" and "thumb" not in element.classes:
-            problems.append(f"an image that is not a thumbnail {where}")
+            problems.append(f"an image that is not a thumbnail {where(element)}")
         if element.tag == "style":
-            problems.append(f"a <style> element {where}")
+            problems.append(f"a <style> element {where(element)}")
     return problems
 
 
