@@ -4,6 +4,7 @@ the declared content type and shape."""
 
 import json
 from datetime import timedelta, timezone
+from functools import cache
 
 import pytest
 from django.test import Client
@@ -14,23 +15,49 @@ from schemathesis import GenerationMode
 from sessions.api_keys import create_api_key
 from sessions.append import append_messages
 from sessions.models import Message, Session
-from tests.api.fuzzing import CHECKS, load_schema, wsgi_host  # noqa: F401 - wsgi_host is a fixture
+from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests and wsgi_host are fixtures
+    CHECKS,
+    connection_kept_across_requests,
+    load_schema,
+    wsgi_host,
+)
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 
-# Loaded when the module is collected (the schema endpoint needs no database). Each operation is driven
-# through `as_strategy` under our own parametrization: schemathesis's pytest integration
-# (`schema.parametrize`, `from_fixture`) gives every operation the same node id under pytest 9, which
-# breaks fixture teardown.
-schema = load_schema()
-OPERATIONS = [result.ok() for result in schema.get_all_operations()]
-SESSION_OPERATIONS = [op for op in OPERATIONS if "{key}" in op.path]
+# Every operation of the schema, as "METHOD path": test_the_schema_lists_every_endpoint checks that the
+# schema has exactly these, so each one is fuzzed. The tests are parametrized by this list rather than by
+# the loaded schema, which is loaded when the first test runs: loading it when the module is collected
+# costs seconds in every xdist worker. Each operation is driven through `as_strategy` under our own
+# parametrization: schemathesis's pytest integration (`schema.parametrize`, `from_fixture`) gives every
+# operation the same node id under pytest 9, which breaks fixture teardown.
+LABELS = [
+    "PUT /api/v1/sessions/{key}", "GET /api/v1/sessions/{key}", "GET /api/v1/sessions",
+    "POST /api/v1/sessions/{key}/messages", "GET /api/v1/sessions/{key}/messages",
+    "PATCH /api/v1/sessions/{key}/messages/{seq}", "GET /api/v1/sessions/{key}/model-input",
+    "POST /api/v1/sessions/{key}/compact", "GET /api/v1/sessions/{key}/compactions/{run_id}",
+    "POST /api/v1/tokens", "POST /api/v1/sessions/{key}/requests",
+    "GET /api/v1/sessions/{key}/checkpoints", "GET /api/v1/sessions/{key}/events",
+    "GET /api/v1/sessions/{key}/export", "GET /api/v1/sessions/{key}/trace", "GET /api/v1/ping",
+    "GET /api/v1/sessions/{key}/requests", "GET /api/v1/sessions/{key}/requests/{number}",
+]
+SESSION_LABELS = [label for label in LABELS if "{key}" in label]
 MODES = [pytest.param(GenerationMode.POSITIVE, id="positive"), pytest.param(GenerationMode.NEGATIVE, id="negative")]
 
-# The WSGI app runs in this process, on this thread's database connection, so it sees the test database.
-# transaction=True because the end of each request closes connections that are not in autocommit mode.
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("wsgi_host")]
+
+@cache
+def schema():
+    return load_schema()
+
+
+def operation(label: str):
+    method, path = label.split(" ", 1)
+    return schema()[path][method]
+
+
+# The WSGI app runs in this process, on this thread's database connection, so it sees the test database
+# and the test's transaction.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_host", "connection_kept_across_requests")]
 
 
 @pytest.fixture
@@ -61,29 +88,22 @@ def fuzz(strategy, authorization):
 
 
 def test_the_schema_lists_every_endpoint():
-    assert {op.label for op in OPERATIONS} == {
-        "PUT /api/v1/sessions/{key}", "GET /api/v1/sessions/{key}", "GET /api/v1/sessions",
-        "POST /api/v1/sessions/{key}/messages", "GET /api/v1/sessions/{key}/messages",
-        "PATCH /api/v1/sessions/{key}/messages/{seq}", "GET /api/v1/sessions/{key}/model-input",
-        "POST /api/v1/sessions/{key}/compact", "GET /api/v1/sessions/{key}/compactions/{run_id}",
-        "POST /api/v1/tokens", "POST /api/v1/sessions/{key}/requests",
-        "GET /api/v1/sessions/{key}/checkpoints", "GET /api/v1/sessions/{key}/events",
-        "GET /api/v1/sessions/{key}/export", "GET /api/v1/sessions/{key}/trace", "GET /api/v1/ping",
-        "GET /api/v1/sessions/{key}/requests", "GET /api/v1/sessions/{key}/requests/{number}",
-    }
+    labels = [result.ok().label for result in schema().get_all_operations()]
+
+    assert sorted(labels) == sorted(LABELS)
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda op: op.label)
-def test_no_request_gets_a_server_error_or_an_undeclared_response(operation, mode, authorization):
-    fuzz(operation.as_strategy(generation_mode=mode), authorization)
+@pytest.mark.parametrize("label", LABELS)
+def test_no_request_gets_a_server_error_or_an_undeclared_response(label, mode, authorization):
+    fuzz(operation(label).as_strategy(generation_mode=mode), authorization)
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("operation", SESSION_OPERATIONS, ids=lambda op: op.label)
+@pytest.mark.parametrize("label", SESSION_LABELS)
 def test_no_request_about_an_existing_session_gets_a_server_error_or_an_undeclared_response(
-        operation, mode, authorization, existing_session):
-    fuzz(operation.as_strategy(generation_mode=mode, path_parameters={"key": existing_session}), authorization)
+        label, mode, authorization, existing_session):
+    fuzz(operation(label).as_strategy(generation_mode=mode, path_parameters={"key": existing_session}), authorization)
 
 
 # --- appends of well-formed messages --------------------------------------------------------------

@@ -6,25 +6,37 @@ import io
 import json
 
 import pytest
+from django.test import override_settings
 
-from sessions.models import Message, Session
+from sessions.append import append_messages
+from sessions.models import Message, Project, Session
 from tests.api.conftest import API, assert_error, session_state, stored
+from tests.conftest import IMMEDIATE_TASKS, seeded_for_module
 
 pytestmark = pytest.mark.django_db
 
 CALL = {"id": "call_1", "name": "get_weather", "arguments": '{"city": "Lisbon"}'}
 
 
+@pytest.fixture(scope="module")
+def seeded_chat(django_db_setup, django_db_blocker):
+    """Stored once for the module (nearly every test wants it): each test reads it, or changes it inside
+    its own rolled-back transaction."""
+    with seeded_for_module(django_db_blocker), override_settings(TASKS=IMMEDIATE_TASKS):
+        project = Project.objects.get_or_create(name="default")[0]
+        append_messages(project, "chat", [
+            {"role": "user", "content": "What is the weather in Lisbon?", "attributes": {"ticket": "T-1"}},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "24°C, sunny"},
+            {"role": "assistant", "content": "It is 24°C and sunny."},
+        ], "test")
+        yield "chat"
+
+
 @pytest.fixture
-def chat(append):
-    """Session 'chat': a question, a tool call, its result and an answer (messages 1-4)."""
-    append("chat", [
-        {"role": "user", "content": "What is the weather in Lisbon?", "attributes": {"ticket": "T-1"}},
-        {"role": "assistant", "content": None, "tool_calls": [CALL]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "24°C, sunny"},
-        {"role": "assistant", "content": "It is 24°C and sunny."},
-    ])
-    return "chat"
+def chat(db, seeded_chat):
+    """Session 'chat' of `project`: a question, a tool call, its result and an answer (messages 1-4)."""
+    return seeded_chat
 
 
 def snapshot(project) -> dict:

@@ -20,72 +20,85 @@ from sessions.api_keys import create_api_key
 from sessions.models import Session
 from sessions.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import CONVERSATION
-from tests.api.fuzzing import CHECKS, load_schema, wsgi_host  # noqa: F401 - wsgi_host is a fixture
+from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests and wsgi_host are fixtures
+    CHECKS,
+    connection_kept_across_requests,
+    load_schema,
+    wsgi_host,
+)
 
 REQUESTS = int(os.environ.get("CTXWEB_FUZZ_REQUESTS", "1000"))
 STEPS = 10
 
-schema = load_schema()
-# Only the links the schema declares: schemathesis's own guesses (from parameter names) add nothing they
-# do not already cover.
-schema.config.phases.stateful.inference.algorithms = []
-# Every call carries a real key: no generated Authorization header, so no negative case spends itself on
-# leaving the key out (the stateless fuzz tests and the API tests cover missing and bad keys).
-schema.config.generation.update(with_security_parameters=False)
-APPEND = schema["/api/v1/sessions/{key}/messages"]["POST"]
-
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("wsgi_host")]
+# The WSGI app runs in this process, on this thread's database connection, so it sees the test database
+# and the test's transaction.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_host", "connection_kept_across_requests")]
 
 
-class Workflow(schema.as_state_machine()):
-    """The generated state machine with an API key on every call and our checks, counting the requests it
-    makes: `calls` by kind, `initial` (a fresh call that starts a chain) or `linked` (one that follows a
-    link from an earlier response), and `applied` (a linked call that used the value the link names);
-    `responses` by operation and status."""
+def workflow(schema):
+    """The state machine of `schema`, built when the test runs (loading the schema when the module is
+    collected costs seconds in every xdist worker)."""
+    append = schema["/api/v1/sessions/{key}/messages"]["POST"]
 
-    headers: dict = {}
-    calls: Counter = Counter()
-    responses: Counter = Counter()
+    class Workflow(schema.as_state_machine()):
+        """The generated state machine with an API key on every call and our checks, counting the requests
+        it makes: `calls` by kind, `initial` (a fresh call that starts a chain) or `linked` (one that
+        follows a link from an earlier response), and `applied` (a linked call that used the value the link
+        names); `responses` by operation and status."""
 
-    def setup(self):
-        """Each scenario starts with no sessions: a scenario is a function of the data Hypothesis draws
-        only if the API answers it the same way each time (and Hypothesis checks that it does)."""
-        Session.objects.all().delete()
+        headers: dict = {}
+        calls: Counter = Counter()
+        responses: Counter = Counter()
 
-    # The response goes to the bundle of its operation and status (schemathesis files every result by
-    # matching it to a link), so the links of a successful append are followed from it; the bundle named
-    # here is only what Hypothesis asks for.
-    @initialize(target=Bundle("conversations"))
-    def a_conversation(self):
-        """Each chain may start from a session with a conversation in it, appended through the API:
-        generated batches rarely get past the role rules (a generated `tool` message answers no call)."""
-        case = APPEND.Case(path_parameters={"key": "chat"}, body={"messages": CONVERSATION})
-        self.recorder.record_case(case=case)
-        output = self.step(StepInput.initial(case))
-        # A request the application sent, recorded from outside (no API call records one), so the links from
-        # the list of recorded requests to one of them have something to follow.
-        if output.response.status_code == 200:
-            record_requests(Session.objects.get(key="chat").project, [CapturedRequest(
-                "chat", "fuzz-request-1", "request_log", datetime(2026, 1, 1, tzinfo=UTC),
-                [{"role": "user", "content": CONVERSATION[0]["content"]}])])
-        return output
+        def setup(self):
+            """Each scenario starts with no sessions: a scenario is a function of the data Hypothesis draws
+            only if the API answers it the same way each time (and Hypothesis checks that it does)."""
+            Session.objects.all().delete()
 
-    def get_call_kwargs(self, case):
-        return {"headers": self.headers}
+        # The response goes to the bundle of its operation and status (schemathesis files every result by
+        # matching it to a link), so the links of a successful append are followed from it; the bundle
+        # named here is only what Hypothesis asks for.
+        @initialize(target=Bundle("conversations"))
+        def a_conversation(self):
+            """Each chain may start from a session with a conversation in it, appended through the API:
+            generated batches rarely get past the role rules (a generated `tool` message answers no call)."""
+            case = append.Case(path_parameters={"key": "chat"}, body={"messages": CONVERSATION})
+            self.recorder.record_case(case=case)
+            output = self.step(StepInput.initial(case))
+            # A request the application sent, recorded from outside (no API call records one), so the links
+            # from the list of recorded requests to one of them have something to follow.
+            if output.response.status_code == 200:
+                record_requests(Session.objects.get(key="chat").project, [CapturedRequest(
+                    "chat", "fuzz-request-1", "request_log", datetime(2026, 1, 1, tzinfo=UTC),
+                    [{"role": "user", "content": CONVERSATION[0]["content"]}])])
+            return output
 
-    def validate_response(self, response, case, additional_checks=None, **kwargs):
-        case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs, recorder=self.recorder)
+        def get_call_kwargs(self, case):
+            return {"headers": self.headers}
 
-    def step(self, input):
-        output = super().step(input)
-        self.calls["requests"] += 1
-        self.calls["initial" if input.transition is None else "linked"] += 1
-        self.calls["applied"] += input.transition is not None and input.is_applied
-        self.responses[output.case.operation.label, output.response.status_code] += 1
-        return output
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs, recorder=self.recorder)
+
+        def step(self, input):
+            output = super().step(input)
+            self.calls["requests"] += 1
+            self.calls["initial" if input.transition is None else "linked"] += 1
+            self.calls["applied"] += input.transition is not None and input.is_applied
+            self.responses[output.case.operation.label, output.response.status_code] += 1
+            return output
+
+    return Workflow
 
 
 def test_chains_of_linked_calls_get_no_server_error_and_no_undeclared_response(project):
+    schema = load_schema()
+    # Only the links the schema declares: schemathesis's own guesses (from parameter names) add nothing
+    # they do not already cover.
+    schema.config.phases.stateful.inference.algorithms = []
+    # Every call carries a real key: no generated Authorization header, so no negative case spends itself
+    # on leaving the key out (the stateless fuzz tests and the API tests cover missing and bad keys).
+    schema.config.generation.update(with_security_parameters=False)
+    Workflow = workflow(schema)
     Workflow.headers = {"Authorization": f"Bearer {create_api_key(project, 'stateful-fuzzer')[1]}"}
     Workflow.calls = calls = Counter()
     Workflow.responses = responses = Counter()

@@ -6,13 +6,9 @@ conversation reads in the dashboard."""
 import asyncio
 
 import pytest
-from agents import Agent, ModelResponse, RunConfig, Runner, SQLiteSession, Usage, function_tool
-from agents.memory import Session as SessionProtocol
-from agents.models.interface import Model
 from django.contrib.auth import get_user_model
 from django.test import Client as DjangoClient
 from django.urls import reverse
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from ctxweb.agents import CtxwebSession, item_to_message
 from sessions.models import Event, EventType, Message
@@ -26,46 +22,13 @@ ANSWER_1 = "It is 24°C and sunny in Lisbon."
 ANSWER_2 = "No umbrella needed: no rain is expected."
 
 
-@function_tool
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"{city}: 24°C, sunny"
+@pytest.fixture(scope="module")
+def sdk():
+    """openai-agents and the scripted model (tests/client/scripted_agent.py), imported when a test of this
+    module first needs them rather than when the module is collected."""
+    from tests.client import scripted_agent
 
-
-def text_message(id_: str, text: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(id=id_, type="message", role="assistant", status="completed",
-                                 content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
-
-
-class ScriptedModel(Model):
-    """Answers each call with the next fixed response, and remembers the input it was given."""
-
-    def __init__(self):
-        self.responses = [
-            [ResponseFunctionToolCall(id="fc_1", call_id="call_weather_1", name="get_weather",
-                                      arguments='{"city": "Lisbon"}', type="function_call", status="completed")],
-            [text_message("msg_1", ANSWER_1)],
-            [text_message("msg_2", ANSWER_2)],
-        ]
-        self.inputs = []
-
-    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
-                           tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **kwargs):
-        self.inputs.append(input)
-        return ModelResponse(output=self.responses.pop(0), usage=Usage(), response_id=None)
-
-    def stream_response(self, *args, **kwargs):
-        raise NotImplementedError("the scripted model does not stream")
-
-
-async def converse(session):
-    """Two turns: a question answered with a tool call, then a follow-up."""
-    model = ScriptedModel()
-    agent = Agent(name="weather", instructions="You are a weather assistant.", model=model, tools=[get_weather])
-    config = RunConfig(tracing_disabled=True)
-    first = await Runner.run(agent, QUESTION_1, session=session, run_config=config)
-    second = await Runner.run(agent, QUESTION_2, session=session, run_config=config)
-    return model, first.final_output, second.final_output
+    return scripted_agent
 
 
 @pytest.fixture
@@ -74,16 +37,17 @@ def ctxweb_session(client):
 
 
 @pytest.fixture
-def conversation(ctxweb_session):
+def conversation(sdk, ctxweb_session):
     """The conversation held through ctxweb, and the same one held by the SDK's own SQLiteSession."""
-    model, first, second = asyncio.run(converse(ctxweb_session))
-    reference = SQLiteSession("reference")
-    asyncio.run(converse(reference))
+    turns = (QUESTION_1, QUESTION_2), (ANSWER_1, ANSWER_2)
+    model, first, second = asyncio.run(sdk.converse(ctxweb_session, *turns))
+    reference = sdk.SQLiteSession("reference")
+    asyncio.run(sdk.converse(reference, *turns))
     return {"model": model, "answers": (first, second), "reference": asyncio.run(reference.get_items())}
 
 
-def test_it_implements_the_session_protocol(ctxweb_session):
-    assert isinstance(ctxweb_session, SessionProtocol)
+def test_it_implements_the_session_protocol(sdk, ctxweb_session):
+    assert isinstance(ctxweb_session, sdk.SessionProtocol)
 
 
 def test_the_items_come_back_as_the_sdk_saved_them(ctxweb_session, conversation):
