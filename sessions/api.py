@@ -212,7 +212,10 @@ def model_input(
         return HttpResponseNotModified(headers=headers)
     for name, value in headers.items():
         response[name] = value
-    return model_input_response(build_model_input(session, as_of=as_of), format)
+    # A session never compacted has no checkpoint to look up: the count moves with every checkpoint stored,
+    # and the tag above was made from the same row.
+    checkpoint = None if not session.checkpoint_count else False
+    return model_input_response(build_model_input(session, as_of=as_of, checkpoint=checkpoint), format)
 
 
 @router.post("/sessions/{key}/compact",

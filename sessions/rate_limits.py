@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Greatest
 from django.db.models.lookups import LessThanOrEqual
@@ -74,14 +74,20 @@ def _window(now: float, **counted) -> dict:
 
 @contextmanager
 def unflushed():
-    """SQLite: the statements inside commit without waiting for the disk. The settings make every commit
-    wait for it (synchronous=FULL), which is right for what the application stored but was most of the
-    cost of a read: each request's UPDATE of its key's buckets and figures waited for a flush too. A
-    power cut may lose that UPDATE (a moment's counts); the next flushed commit writes it with its own,
-    and the database stays consistent either way (WAL). Inside a transaction, nothing changes: its
-    commit is the caller's."""
-    if connection.vendor != "sqlite" or connection.in_atomic_block:
+    """The statements inside commit without waiting for the disk. The settings make every commit wait for
+    it (SQLite's synchronous=FULL, PostgreSQL's synchronous_commit=on), which is right for what the
+    application stored but was most of the cost of a read: each request's UPDATE of its key's buckets
+    and figures waited for a flush too. A crash may lose that UPDATE (a moment's counts); the next
+    flushed commit writes it with its own, and the database stays consistent either way (SQLite's WAL,
+    PostgreSQL's asynchronous commit). Inside a transaction, nothing changes: its commit is the caller's.
+    The setting is made on the driver's connection: not a query of the request."""
+    if connection.in_atomic_block or connection.vendor not in ("sqlite", "postgresql"):
         yield
+        return
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            connection.connection.execute("SET LOCAL synchronous_commit TO OFF")
+            yield
         return
     connection.ensure_connection()
     database = connection.connection  # the pragma is not a query of the request: not counted as one
@@ -95,11 +101,13 @@ def unflushed():
 
 def admit(key: ApiKey, body_bytes: int) -> None:
     """Takes one request and `body_bytes` from the key's buckets, or raises RateLimited."""
-    with unflushed():
-        _admit(key, body_bytes)
+    with unflushed():  # the refusal is raised after it: its counts are committed
+        refusal = _admit(key, body_bytes)
+    if refusal is not None:
+        raise refusal
 
 
-def _admit(key: ApiKey, body_bytes: int) -> None:
+def _admit(key: ApiKey, body_bytes: int) -> DomainError | None:
     now = time.time()
     amounts = {"requests_refilled_at": 1, "bytes_refilled_at": body_bytes}
     limited = [b for b in buckets() if b.per_minute > 0]
@@ -112,19 +120,19 @@ def _admit(key: ApiKey, body_bytes: int) -> None:
         last_used_at=timezone.now(),
     )
     if admitted:
-        return
+        return None
     ApiKey.objects.filter(pk=key.pk).update(
         **_window(now, usage_requests=0, usage_bytes=0, usage_throttled=1), throttled_total=F("throttled_total") + 1,
     )
     state = ApiKey.objects.filter(pk=key.pk).values(*(b.field for b in buckets())).first()
     if state is None:  # deleted since it was authenticated
-        raise DomainError("The API key is not valid.", code="invalid_api_key", status=401)
+        return DomainError("The API key is not valid.", code="invalid_api_key", status=401)
     waits = [(max(state[b.field], now) + b.cost(amounts[b.field]) - MINUTE - now, b) for b in limited]
     if not waits:  # the limits were turned off meanwhile
-        return
+        return None
     wait, bucket = max(waits, key=lambda pair: pair[0])
     seconds = max(1, math.ceil(wait))
-    raise RateLimited(
+    return RateLimited(
         f"Rate limit of this API key reached: {bucket.per_minute} {bucket.unit} per minute ({bucket.setting}); "
         f"try again in {seconds} seconds.",
         seconds,
