@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -45,11 +46,15 @@ def phoenix_client(port: int, data_path: str, session_id: str) -> None:
     from openinference.semconv.trace import MessageAttributes, SpanAttributes, ToolCallAttributes
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     messages = json.loads(Path(data_path).read_text())
-    provider = TracerProvider(resource=Resource.create({"openinference.project.name": "default"}))
+    # The SDK keeps 128 attributes a span by default and evicts the oldest (session.id first): past 12 turns
+    # Phoenix would get neither the whole input nor the session. No limit, so it gets what ctxweb gets.
+    provider = TracerProvider(resource=Resource.create({"openinference.project.name": "default"}),
+                              span_limits=SpanLimits(max_span_attributes=SpanLimits.UNSET,
+                                                     max_attributes=SpanLimits.UNSET))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
     tracer = provider.get_tracer("versus_phoenix")
 
@@ -385,6 +390,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the databases afterwards")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop both servers on the way out
     if not PHOENIX_PYTHON.exists():
         parser.error(f"{PHOENIX_PYTHON} is missing: `make bench-phoenix` installs Phoenix there")
     given = os.environ.get("DATABASE_URL", "") if args.database == "postgresql" else ""
