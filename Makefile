@@ -11,7 +11,7 @@ export DEBUG ?= 1
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run check-port worker test install migrate demo lint bench bench-quick reliability reliability-quick memory memory-quick clean
+.PHONY: run check-port worker test install migrate demo lint bench bench-quick reliability reliability-quick memory memory-quick bench-phoenix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,3 +86,18 @@ memory-quick: install
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles
+
+# ctxweb against Arize Phoenix on the same conversations (issue 20; not run by CI or `make test`). Phoenix
+# gets a virtualenv of its own, .venv-phoenix: make bench-phoenix ARGS="--turns 50 200 --database postgresql"
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_PINS := arize-phoenix==20.26.1 opentelemetry-exporter-otlp-proto-http==1.45.2 openinference-semantic-conventions==0.1.42
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-$(shell echo '$(PHOENIX_PINS)' | cksum | cut -d' ' -f1)
+
+$(PHOENIX_STAMP):
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --progress-bar on $(PHOENIX_PINS)
+	rm -f $(PHOENIX_VENV)/.installed-*
+	touch $(PHOENIX_STAMP)
+
+bench-phoenix: install $(PHOENIX_STAMP)
+	$(BIN)/python -m bench.versus_phoenix $(ARGS)

@@ -9,11 +9,17 @@ the auto-compaction check; building and rendering the model input; serializing t
 one table per request kind: the median per request of each step's own time and its queries.
 
     .venv/bin/python tools/where_time_goes.py [--requests 200] [--profile append|model-input]
+    .venv/bin/python tools/where_time_goes.py --pattern 50 [--sql]
     DATABASE_URL=postgres://USER@HOST:5432/DB .venv/bin/python tools/where_time_goes.py
 
 It serves as a deployment does (DEBUG off), with the rate limits at their defaults.
 
 --profile prints a pyinstrument profile (a dev dependency) of that request kind instead.
+
+--pattern T runs the application pattern of bench/versus_phoenix.py instead: a new session, created by its
+first append (default settings), then T turns of 4 benchmark-corpus messages, each an append with ids and a
+model-input fetch in the openai format; one table for the first call, one for calls 2-3 and one for the rest
+(--sql also prints the statements of the first call and of the last one).
 """
 
 import argparse
@@ -199,6 +205,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--profile", choices=["append", "model-input"])
+    parser.add_argument("--pattern", type=int, metavar="TURNS", help="the append + model-input pattern of T turns")
+    parser.add_argument("--sql", action="store_true", help="with --pattern: the statements of the first and last call")
     args = parser.parse_args(argv)
     databases = setup_django(os.environ.get("DATABASE_URL") if "postgres" in os.environ.get("DATABASE_URL", "") else None)
     try:
@@ -208,6 +216,57 @@ def main(argv=None) -> int:
             from django.test.utils import teardown_databases
 
             teardown_databases(databases, verbosity=0)
+
+
+def pattern(args, client, attribution) -> int:
+    """A new session through its first T calls: per turn an append of 4 messages and a model-input fetch."""
+    import json
+
+    from django.db import connection
+
+    from bench.measures import Corpus
+
+    turns = args.pattern
+    key = f"pattern-{time.time_ns()}"
+    messages = Corpus().api_messages(turns * 4, random.Random(f"versus-{turns}"), "v")
+    statements: dict[tuple[str, int], list[str]] = defaultdict(list)
+    current = ["", 0]
+
+    def logged(execute, sql, params, many, context):
+        if args.sql and current[1] in (0, turns - 1):
+            statements[tuple(current)].append(sql)
+        return attribution.query(execute, sql, params, many, context)
+
+    rows = {"append": [], "model input": []}
+    with connection.execute_wrapper(logged):
+        for t in range(turns):
+            for kind, send in (
+                ("append", lambda t=t: client.post(f"/api/v1/sessions/{key}/messages",
+                                                   json.dumps({"messages": messages[t * 4:(t + 1) * 4]}),
+                                                   content_type="application/json")),
+                ("model input", lambda: client.get(f"/api/v1/sessions/{key}/model-input", {"format": "openai"})),
+            ):
+                current[:] = [kind, t]
+                attribution.reset()
+                start, cpu = time.perf_counter(), time.process_time()
+                response = send()
+                total = time.perf_counter() - start
+                attribution.own_time["cpu"] = time.process_time() - cpu
+                assert response.status_code == 200, (response.status_code, response.content[:300])
+                rows[kind].append((total, dict(attribution.own_time), dict(attribution.queries)))
+    print(f"{connection.vendor}; a new session, {turns} turns of 4 messages (append with ids + model input, openai)")
+    for kind, kind_rows in rows.items():
+        for name, part in (("call 1", kind_rows[:1]), ("calls 2-3", kind_rows[1:3]), (f"calls 4-{turns}", kind_rows[3:])):
+            if part:
+                print(table(f"{kind}, {name}", part))
+    whole = [a[0] + m[0] for a, m in zip(rows["append"], rows["model input"], strict=True)]
+    print(f"\nper call (append + model input): call 1 {whole[0] * 1000:.2f} ms, median of calls 2-{turns} "
+          f"{statistics.median(whole[1:]) * 1000:.2f} ms, sum {sum(whole):.3f} s")
+    for (kind, t), sqls in statements.items():
+        print(f"\n-- {kind}, call {t + 1}: {len(sqls)} statements")
+        for sql in sqls:
+            print("   ", sql[:220])
+    return 0
 
 
 def run(args) -> int:
@@ -246,6 +305,8 @@ def run(args) -> int:
 
     attribution = Attribution()
     install(attribution)
+    if args.pattern:
+        return pattern(args, client, attribution)
 
     def append(i):
         return post("appends", big_turns[i])
