@@ -430,26 +430,45 @@ class ToolCallOut(Schema):
     arguments: str
 
 
-class MessageRecord(Schema):
-    """A stored message in the shape the append endpoint takes (exports use it, so they re-import as
-    they are)."""
+# How a stored message returns the fields of MessageIn (MessageRecord). Left out: what a client may send
+# that is not stored (INPUT_ONLY). Declared here (STORED_AS): the client's id, first, which the server
+# makes when none was sent; the fields stored normalised (sessions.validation.new_message), never null;
+# the time, always set once stored. Every other field of MessageIn is returned as MessageIn declares it
+# (its type without the checks of input, its default and description): a field added there is
+# stored, returned and exported without a line here.
+INPUT_ONLY = ("persist",)
+STORED_AS = {
+    "id": (str, Field(alias="client_id", description="the client's id, or one the server made")),
+    "content": (str | list[dict[str, Any]], ...),
+    "reasoning": (str, ""),
+    "tool_calls": (list[ToolCallOut], Field(default_factory=list)),
+    "tool_call_id": (str, ""),
+    "name": (str, ""),
+    "attributes": (dict[str, Any], Field(default_factory=dict)),
+    "created_at": (datetime, ...),
+}
 
-    id: str = Field(alias="client_id", description="the client's id, or one the server made")
-    role: RoleName
-    content: str | list[dict[str, Any]]
-    reasoning: str = ""
-    tool_calls: list[ToolCallOut] = Field(default_factory=list)
-    tool_call_id: str = ""
-    name: str = ""
-    is_error: bool = Field(False, description="tool only: the tool reported a failure")
-    attributes: dict[str, Any] = Field(default_factory=dict)
-    include_in_messages: bool = True
-    created_at: datetime
+
+def record_field(name: str) -> tuple:
+    """How MessageRecord declares the field `name` of MessageIn."""
+    if name in STORED_AS:
+        return STORED_AS[name]
+    sent = MessageIn.model_fields[name]
+    return sent.annotation, Field(sent.default, default_factory=sent.default_factory, description=sent.description)
 
 
-    @field_serializer("created_at", when_used="json")
+class MessageRecordBase(Schema):
+    @field_serializer("created_at", when_used="json", check_fields=False)
     def _iso(self, value: datetime) -> str:
         return value.isoformat()  # exports keep Python's form (+00:00), as they always did
+
+
+MessageRecord = create_model(
+    "MessageRecord", __base__=MessageRecordBase,
+    __doc__="A stored message in the shape the append endpoint takes (exports use it, so they re-import as they are).",
+    id=STORED_AS["id"],
+    **{name: record_field(name) for name in MessageIn.model_fields if name != "id" and name not in INPUT_ONLY},
+)
 
 
 class ExplainOut(Schema):

@@ -7,9 +7,8 @@ commands all validate here."""
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
-from datetime import datetime
 from functools import cache
+from types import SimpleNamespace
 
 from django.conf import settings
 from pydantic import TypeAdapter
@@ -23,27 +22,25 @@ from .tokens import REPLY_PRIMING, count_message
 MESSAGE_FIELDS = set(schemas.MessageIn.model_fields)
 
 
-@dataclass
-class NewMessage:
-    """A validated message, normalised, with its token figures computed once."""
+class NewMessage(SimpleNamespace):
+    """A message that passed MessageIn and the semantic rules, normalised, with its token figures computed
+    once. It holds every field of MessageIn: those new_message normalises or derives (below), and the
+    others as the client sent them (role, is_error, include_in_messages, persist, created_at...), so a
+    field added to MessageIn reaches insert_messages, which reads the model's columns by name, without
+    a line here. A namespace, not a pydantic model: one is built for every message appended, cheaply."""
 
-    role: str
-    content: str | list
-    text: str
-    reasoning: str = ""
-    tool_calls: list = field(default_factory=list)
-    tool_call_id: str = ""
-    name: str = ""
-    is_error: bool = False
-    attributes: dict = field(default_factory=dict)
-    include_in_messages: bool = True
-    persist: bool = True
-    client_id: str = ""
-    created_at: datetime | None = None
-    tokens: int = 0
-    tool_call_tokens: list = field(default_factory=list)
-    reasoning_tokens: int = 0
-    digest: str = ""
+    content: str | list  # None as "", OpenAI image parts as ours
+    text: str  # the text parts, joined
+    reasoning: str
+    tool_calls: list  # [{"id", "name", "arguments"}], arguments as a string
+    tool_call_id: str
+    name: str
+    attributes: dict
+    client_id: str  # the `id` sent; "" until the message is stored, when the server makes one
+    tokens: int
+    tool_call_tokens: list
+    reasoning_tokens: int
+    digest: str
     seq: int | None = None  # set once stored
     call_seq: int | None = None  # for a tool result: the seq of the call it answers, set once stored
 
@@ -54,7 +51,6 @@ class NewMessage:
     @property
     def has_content(self) -> bool:
         return bool(self.text.strip()) or (isinstance(self.content, list) and len(self.content) > 0)
-
 
 
 def fail(index: int | None, detail: str, code: str) -> DomainError:
@@ -379,25 +375,22 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
     content = _content(message.content)
     name = message.name or ""
     figures = count_message(role, content, name, tool_calls, reasoning)
-    return NewMessage(
-        role=role,
+    fields = vars(message).copy()  # every field as sent; the normalised ones are replaced below
+    fields["client_id"] = fields.pop("id") or ""
+    fields.update(
         content=content,
         text=content_text(content),
         reasoning=reasoning,
         tool_calls=tool_calls,
         tool_call_id=tool_call_id,
         name=name,
-        is_error=message.is_error,
         attributes=message.attributes or {},
-        include_in_messages=message.include_in_messages,
-        persist=message.persist,
-        client_id=message.id or "",
-        created_at=message.created_at,
         tokens=figures.total,
         tool_call_tokens=figures.tool_calls,
         reasoning_tokens=figures.reasoning,
         digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name, message.is_error),
     )
+    return NewMessage(**fields)
 
 
 def parse_message(data, index: int | None = None) -> NewMessage:
