@@ -53,7 +53,6 @@ class _Parsed:
     messages: list[NewMessage]  # what was sent, as ctxweb messages (system messages included)
     response: list[NewMessage]
     instructions: str | None
-    tokens: int
 
 
 def record_requests(project: Project, captured: list[CapturedRequest], actor: str = "system") -> RecordResult:
@@ -89,8 +88,7 @@ def _parse(request: CapturedRequest) -> _Parsed:
         raise DomainError("a request must carry at least one message", code="invalid_batch")
     sent = _parse_openai(request.messages)
     response = _parse_openai(request.response) if request.response else Batch([])
-    return _Parsed(request, sent.messages, response.messages, sent.instructions,
-                   sum(m.tokens for m in sent.messages) + REPLY_PRIMING)
+    return _Parsed(request, sent.messages, response.messages, sent.instructions)
 
 
 def _parse_openai(messages: list) -> Batch:
@@ -140,9 +138,12 @@ class _RawLog:
 
     def __init__(self, session: Session):
         self.by_digest: dict[str, list[int]] = {}
+        self.tokens: dict[int, int] = {}  # seq -> its stored token count
         self.last_seq = session.message_count
-        for seq, digest in Message.objects.filter(session=session).order_by("seq").values_list("seq", "digest"):
+        for seq, digest, tokens in Message.objects.filter(session=session).order_by("seq").values_list(
+                "seq", "digest", "tokens"):
             self.by_digest.setdefault(digest, []).append(seq)
+            self.tokens[seq] = tokens
 
     def find(self, digest: str, after: int, used: set[int]) -> int | None:
         """The raw message with this digest: the first after `after`, else the first not yet used."""
@@ -150,8 +151,9 @@ class _RawLog:
         later = [seq for seq in candidates if seq > after]
         return (later or candidates or [None])[0]
 
-    def add(self, digest: str, seq: int) -> None:
+    def add(self, digest: str, seq: int, tokens: int) -> None:
         self.by_digest.setdefault(digest, []).append(seq)
+        self.tokens[seq] = tokens
         self.last_seq = max(self.last_seq, seq)
 
 
@@ -207,10 +209,17 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str) -> Re
         session=session, external_id=captured.external_id, source=captured.source,
         trace_id=captured.trace_id, started_at=captured.started_at, ended_at=captured.ended_at,
         model=captured.model, provider=captured.provider, parameters=captured.parameters,
-        messages=captured.messages, response=captured.response, tokens=item.tokens,
+        messages=captured.messages, response=captured.response, tokens=_tokens_sent(item.messages, seqs, raw),
         usage_input_tokens=captured.usage_input_tokens, usage_output_tokens=captured.usage_output_tokens,
         message_seqs=seqs, unmatched=unmatched, response_seqs=response_seqs,
     )
+
+
+def _tokens_sent(messages: list[NewMessage], seqs: list[int | None], raw: _RawLog) -> int:
+    """The request's tokens: a message matched to the raw log counts as stored (the same digest, so the
+    same count), and only the others are counted."""
+    counts = (raw.tokens[seq] if seq is not None else message.tokens for message, seq in zip(messages, seqs, strict=True))
+    return sum(counts) + REPLY_PRIMING
 
 
 def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str, at) -> list[int]:
@@ -223,7 +232,7 @@ def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str, 
     appended = append_messages(project, key, None, actor, parsed=Batch(messages))
     seqs = [m.seq for m in appended.messages]
     for message, seq in zip(messages, seqs, strict=True):
-        raw.add(message.digest, seq)
+        raw.add(message.digest, seq, message.tokens)
     return seqs
 
 

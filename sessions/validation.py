@@ -17,14 +17,14 @@ from pydantic import ValidationError as SchemaError
 from . import schemas
 from .errors import DomainError, TooLarge
 from .models import Role
-from .tokens import REPLY_PRIMING, count_message
+from .tokens import REPLY_PRIMING, MessageTokens, count_message
 
 MESSAGE_FIELDS = set(schemas.MessageIn.model_fields)
 
 
 class NewMessage(SimpleNamespace):
-    """A message that passed MessageIn and the semantic rules, normalised, with its token figures computed
-    once. It holds every field of MessageIn: those new_message normalises or derives (below), and the
+    """A message that passed MessageIn and the semantic rules, normalised, with its token figures (counted
+    once, when first needed). It holds every field of MessageIn: those new_message normalises or derives (below), and the
     others as the client sent them (role, is_error, include_in_messages, persist, created_at...), so a
     field added to MessageIn reaches insert_messages, which reads the model's columns by name, without
     a line here. A namespace, not a pydantic model: one is built for every message appended, cheaply."""
@@ -37,12 +37,31 @@ class NewMessage(SimpleNamespace):
     name: str
     attributes: dict
     client_id: str  # the `id` sent; "" until the message is stored, when the server makes one
-    tokens: int
-    tool_call_tokens: list
-    reasoning_tokens: int
     digest: str
     seq: int | None = None  # set once stored
     call_seq: int | None = None  # for a tool result: the seq of the call it answers, set once stored
+
+    @property
+    def figures(self) -> MessageTokens:
+        """Its token figures, counted when first asked for, then kept: a message that a recorded request
+        sends again is matched to the raw log by its digest and never counted again."""
+        figures = self.__dict__.get("_figures")
+        if figures is None:
+            figures = self._figures = count_message(self.role, self.content, self.name, self.tool_calls,
+                                                    self.reasoning)
+        return figures
+
+    @property
+    def tokens(self) -> int:
+        return self.figures.total
+
+    @property
+    def tool_call_tokens(self) -> list[int]:
+        return self.figures.tool_calls
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return self.figures.reasoning
 
     @property
     def call_ids(self) -> list[str]:
@@ -374,7 +393,6 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
         raise fail(index, "content may be null only on an assistant message with tool calls", "invalid_content")
     content = _content(message.content)
     name = message.name or ""
-    figures = count_message(role, content, name, tool_calls, reasoning)
     fields = vars(message).copy()  # every field as sent; the normalised ones are replaced below
     fields["client_id"] = fields.pop("id") or ""
     fields.update(
@@ -385,9 +403,6 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
         tool_call_id=tool_call_id,
         name=name,
         attributes=message.attributes or {},
-        tokens=figures.total,
-        tool_call_tokens=figures.tool_calls,
-        reasoning_tokens=figures.reasoning,
         digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name, message.is_error),
     )
     return NewMessage(**fields)
