@@ -2,26 +2,34 @@
 against pytest-django's `live_server` (the app in a thread on 127.0.0.1).
 
 Fixtures: `browser` (one Chromium per package run), `page` (a fresh context per test), `users`
-(a superuser "admin" and a project member "viewer" with role viewer), `login` (logs a page in through
-the /login/ form), `demo` (sessions.demo.load_demo) and `shot` (saves a screenshot into
+(a superuser "admin" and a project member "viewer" with role viewer), `login` (logs a page in: through
+the /login/ form once per process, then with its saved cookies), `demo` (sessions.demo.load_demo) and
+`shot` (saves a screenshot into
 test-artifacts/screenshots/ at the repository root; a failed test also leaves FAILED-<test>.png there).
 
 Data is created with the domain functions (append, compact, load_demo). The live server runs in
 another thread, so every test uses a transactional database (`transactional_db`, pulled in by the
-`users` fixture) to make the rows visible to it.
+`users` fixture) to make the rows visible to it. Data that takes long to build is built once per process
+and copied back before each test (stored_data.py).
 """
 
 import contextlib
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session as LoginSession
+from django.shortcuts import resolve_url
 
 from sessions.demo import load_demo
 from sessions.members import set_member
 from sessions.models import Project
+
+from .stored_data import stored
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -122,7 +130,12 @@ def project(transactional_db):
 
 @pytest.fixture
 def users(transactional_db, project):
-    """A superuser and a viewer of the default project; both log in with PASSWORD."""
+    """A superuser and a viewer of the default project; both log in with PASSWORD. Made once per
+    process, then copied back, so `sign_in` can use the same log-in session again."""
+    return stored(project, make_users)
+
+
+def make_users(project) -> dict:
     User = get_user_model()
     admin = User.objects.create_superuser("admin", "admin@example.com", PASSWORD)
     viewer = User.objects.create_user("viewer", "viewer@example.com", PASSWORD)
@@ -132,9 +145,14 @@ def users(transactional_db, project):
 
 @pytest.fixture
 def demo(project):
-    """The demo data set (sessions.demo.load_demo, about 5 s); returns the default project."""
-    load_demo()
+    """The demo data set (sessions.demo.load_demo, seconds to build: built once per process, then its rows
+    copied back, stored_data.py); returns the default project."""
+    stored(project, build_demo)
     return project
+
+
+def build_demo(project):
+    load_demo()
 
 
 def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
@@ -146,12 +164,42 @@ def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None
     assert "/login/" not in page.url, f"login as {username} failed: still on {page.url}"
 
 
+@dataclass
+class SignedIn:
+    user: tuple  # the user's (pk, password hash) when it logged in
+    cookies: list[dict]
+    session: dict  # its row of django_session
+
+
+SIGNED_IN: dict[str, SignedIn] = {}
+
+
+def sign_in(page, base_url: str, username: str) -> None:
+    """Logs the page's context in as `username`, and ends where the log-in form leads: the first time in
+    this process through the /login/ form (log_in); later with that log-in's cookies and its session row
+    put back, which saves Chromium two page loads. The session stays valid while the user is the same row
+    (users are copied back identical, stored_data.py); when it is not, the form again."""
+    user = get_user_model().objects.values_list("pk", "password").get(username=username)
+    saved = SIGNED_IN.get(username)
+    if saved is None or saved.user != user:
+        log_in(page, base_url, username)
+        cookies = page.context.cookies()
+        key = next(c["value"] for c in cookies if c["name"] == settings.SESSION_COOKIE_NAME)
+        row = LoginSession.objects.values("session_key", "session_data", "expire_date").get(session_key=key)
+        SIGNED_IN[username] = SignedIn(user, cookies, row)
+        return
+    LoginSession.objects.update_or_create(session_key=saved.session["session_key"], defaults=saved.session)
+    page.context.add_cookies(saved.cookies)
+    page.goto(base_url + resolve_url(settings.LOGIN_REDIRECT_URL))
+    assert "/login/" not in page.url, f"login as {username} failed: sent to {page.url}"
+
+
 @pytest.fixture
 def login(live_server, users):
-    """login(page, "admin" | "viewer") logs the page's context in through the /login/ form."""
+    """login(page, "admin" | "viewer") logs the page's context in (sign_in: the /login/ form, once)."""
 
     def _login(page, username: str = "admin"):
-        log_in(page, live_server.url, username)
+        sign_in(page, live_server.url, username)
         return page
 
     return _login

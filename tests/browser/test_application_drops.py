@@ -8,7 +8,8 @@ from playwright.sync_api import expect
 
 from sessions.importers import import_path
 
-from .conftest import log_in
+from .conftest import sign_in
+from .stored_data import stored
 
 LOG = Path(__file__).resolve().parent.parent / "data" / "request-logs" / "interactions_20251103_025309.jsonl"
 
@@ -17,7 +18,7 @@ LOG = Path(__file__).resolve().parent.parent / "data" / "request-logs" / "intera
                                                  (390, 844, "dark")])
 def test_what_the_application_dropped_shows_in_the_raw_log(live_server, browser, users, project, shot, width,
                                                            height, scheme):
-    report = import_path(project, LOG)
+    report = stored(project, import_path, LOG)  # imported once, then copied back
     assert report.error is None
     context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
                                   is_mobile=width < 700, has_touch=width < 700)
@@ -25,7 +26,7 @@ def test_what_the_application_dropped_shows_in_the_raw_log(live_server, browser,
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
-        log_in(page, live_server.url, "viewer")
+        sign_in(page, live_server.url, "viewer")
         page.goto(f"{live_server.url}/p/default/s/{report.keys[0]}/?seq=8#m-8")
         dropped = page.locator("article#m-8")
         expect(dropped.locator(".badge.app-dropped")).to_have_text("dropped by the application · request 7")

@@ -10,8 +10,9 @@ from sessions.demo import append_long_run, long_run_messages
 from sessions.models import Session
 from sessions.session_store import update_session
 
-from .conftest import SCREENSHOTS, log_in
+from .conftest import SCREENSHOTS, sign_in
 from .data import session_url
+from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,7 +29,12 @@ ON_SCREEN_JS = """([x, y]) => {
 
 @pytest.fixture
 def run(users, project) -> Session:
-    """An agent run of 400 messages compacted automatically as it grows: a sawtooth with a dozen drops."""
+    """An agent run of 400 messages compacted automatically as it grows: a sawtooth with a dozen drops
+    (built once, then copied back)."""
+    return stored(project, agent_run)
+
+
+def agent_run(project) -> Session:
     update_session(project, KEY, {
         "title": "Agent run", "instructions": "You triage batch jobs.",
         "compaction": {"max_tokens": 1500, "keep_recent_tokens": 500, "auto": True},
@@ -123,7 +129,7 @@ def test_the_chart_in_dark_mode_and_at_phone_width(live_server, login, browser, 
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme=scheme, has_touch=True)
     page = context.new_page()
     try:
-        log_in(page, live_server.url, "admin")
+        sign_in(page, live_server.url, "admin")
         page.goto(session_url(live_server.url, KEY) + "?as_of=300")
         ring = page.locator(".chart .as-of-point circle")
         expect(ring).to_be_visible()

@@ -14,6 +14,7 @@ from sessions.models import Session
 
 from .data import session_url
 from .helpers import mark_page, page_was_reloaded
+from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,17 +26,20 @@ WIDE = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 
+def imported(project, path: Path) -> None:
+    report = import_path(project, path)
+    assert report.error is None, report.error
+
+
 @pytest.fixture
 def tau_bench(project):
-    report = import_path(project, TAU_BENCH)
-    assert report.error is None, report.error
+    stored(project, imported, TAU_BENCH)  # 200 runs: imported once, then copied back
     return Session.objects.get(project=project, key="tau-bench-gpt-4o-airline:6")  # reward 1.0
 
 
 @pytest.fixture
 def claude_code(project):
-    report = import_path(project, CLAUDE_CODE)
-    assert report.error is None, report.error
+    stored(project, imported, CLAUDE_CODE)
     return Session.objects.get(project=project, key=PARENT)
 
 

@@ -15,6 +15,7 @@ from sessions.models import Session
 
 from .data import session_url
 from .helpers import has_class
+from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +25,12 @@ COUNT = 58
 
 def long_session(project) -> Session:
     """58 messages, each long enough that the raw log is many screens tall; two checkpoints (#1-#20 with a
-    short summary, then #21-#30 with one far longer than its 22em box); #40 hidden by a person."""
+    short summary, then #21-#30 with one far longer than its 22em box); #40 hidden by a person. Built
+    once, then copied back."""
+    return stored(project, build_long_session)
+
+
+def build_long_session(project) -> Session:
     messages = []
     for i in range(1, COUNT + 1):
         role = "user" if i % 2 else "assistant"

@@ -11,6 +11,7 @@ from sessions.append import append_messages
 
 from .data import support_session
 from .helpers import has_class
+from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,6 +22,10 @@ SEQ = 29
 
 @pytest.fixture
 def sessions(project):
+    return stored(project, support_sessions)  # built once, then copied back
+
+
+def support_sessions(project):
     ticket = support_session(project, PHRASE, at_seq=SEQ, count=150)
     append_messages(project, "support-ticket-10", [
         {"role": "user", "content": "My suitcase is still missing."},
@@ -114,7 +119,7 @@ def test_the_support_controls_fit_a_phone_and_the_dark_scheme(live_server, brows
                                                               height, scheme):
     from sessions.notes import add_note, set_tags
 
-    from .conftest import log_in
+    from .conftest import sign_in
 
     add_note(sessions, users["viewer"], NOTE, seq=SEQ)
     set_tags(sessions, users["viewer"], ["escalated"])
@@ -122,7 +127,7 @@ def test_the_support_controls_fit_a_phone_and_the_dark_scheme(live_server, brows
                                   is_mobile=width < 700, has_touch=width < 700)
     page = context.new_page()
     try:
-        log_in(page, live_server.url, "viewer")
+        sign_in(page, live_server.url, "viewer")
         name = f"{width}-{scheme}"
         for label, url in [
             ("list", "/?q=escalated"),

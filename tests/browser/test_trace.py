@@ -15,6 +15,7 @@ from tests.api.test_trace import ORDER_CHAT
 
 from .data import ACTOR, session_url
 from .helpers import mark_page, page_was_reloaded
+from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,6 +24,10 @@ KEY = "order-support-7"
 
 @pytest.fixture
 def order(project):
+    return stored(project, compacted_order)  # built once, then copied back
+
+
+def compacted_order(project):
     append_messages(project, KEY, ORDER_CHAT, ACTOR)
     session = Session.objects.get(project=project, key=KEY)
     outcome = compact(session, force=True, keep_recent_tokens=1, summary="The user asked about a late parcel and a seat.")

@@ -14,6 +14,7 @@ from tests.transcripts import openai_conversations, to_ctxweb
 
 from .data import session_url
 from .helpers import has_class
+from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,7 +24,11 @@ KEY = "tau-airline-0"
 @pytest.fixture
 def airline(project) -> Session:
     """The first tau-bench airline conversation, with the settings of issue 17: far under max_tokens,
-    and a keep_recent_tokens larger than the whole session."""
+    and a keep_recent_tokens larger than the whole session. Built once, then copied back."""
+    return stored(project, tau_airline)
+
+
+def tau_airline(project) -> Session:
     label, messages = next((label, m) for label, m in openai_conversations() if label == "tau-bench-gpt-4o-airline-0")
     update_session(project, KEY, {"title": "Airline support (tau-bench)",
                                   "compaction": {"max_tokens": 100_000, "keep_recent_tokens": 20_000, "auto": False}},
