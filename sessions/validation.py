@@ -7,7 +7,7 @@ commands all validate here."""
 import hashlib
 import json
 import math
-from functools import cache
+from functools import cache, cached_property
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -24,10 +24,11 @@ MESSAGE_FIELDS = set(schemas.MessageIn.model_fields)
 
 class NewMessage(SimpleNamespace):
     """A message that passed MessageIn and the semantic rules, normalised, with its token figures (counted
-    once, when first needed). It holds every field of MessageIn: those new_message normalises or derives (below), and the
-    others as the client sent them (role, is_error, include_in_messages, persist, created_at...), so a
-    field added to MessageIn reaches insert_messages, which reads the model's columns by name, without
-    a line here. A namespace, not a pydantic model: one is built for every message appended, cheaply."""
+    once, when first needed). It holds every field of MessageIn: those new_message normalises or derives
+    (below), and the others as the client sent them (role, is_error, include_in_messages, persist,
+    created_at...), so a field added to MessageIn reaches insert_messages, which reads the model's columns
+    by name, without a line here. A namespace, not a pydantic model: one is built for every message
+    appended, cheaply."""
 
     content: str | list  # None as "", OpenAI image parts as ours
     text: str  # the text parts, joined
@@ -41,15 +42,11 @@ class NewMessage(SimpleNamespace):
     seq: int | None = None  # set once stored
     call_seq: int | None = None  # for a tool result: the seq of the call it answers, set once stored
 
-    @property
+    @cached_property
     def figures(self) -> MessageTokens:
         """Its token figures, counted when first asked for, then kept: a message that a recorded request
         sends again is matched to the raw log by its digest and never counted again."""
-        figures = self.__dict__.get("_figures")
-        if figures is None:
-            figures = self._figures = count_message(self.role, self.content, self.name, self.tool_calls,
-                                                    self.reasoning)
-        return figures
+        return count_message(self.role, self.content, self.name, self.tool_calls, self.reasoning)
 
     @property
     def tokens(self) -> int:
