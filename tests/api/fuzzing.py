@@ -45,6 +45,16 @@ def wsgi_host(settings):
 
 
 @pytest.fixture
+def rate_limits_off(settings):
+    """The fuzzers send more than a minute's worth of requests with one key (1,200 a minute by default)
+    on a fast machine: a 429 that depends on how fast the machine ran would make the same drawn data get
+    a different answer, which Hypothesis reports as a flaky strategy. tests/api/test_rate_limits.py tests
+    the limits themselves."""
+    settings.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = 0
+    settings.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = 0
+
+
+@pytest.fixture
 def connection_kept_across_requests():
     """The end of a request closes a database connection that is not in autocommit mode, which would
     end the test's transaction (the `db` fixture's). Django's test client holds back that close for the

@@ -20,10 +20,11 @@ from sessions.api_keys import create_api_key
 from sessions.models import Session
 from sessions.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import CONVERSATION
-from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests and wsgi_host are fixtures
+from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests, rate_limits_off and wsgi_host are fixtures
     CHECKS,
     connection_kept_across_requests,
     load_schema,
+    rate_limits_off,
     wsgi_host,
 )
 
@@ -32,7 +33,7 @@ STEPS = 10
 
 # The WSGI app runs in this process, on this thread's database connection, so it sees the test database
 # and the test's transaction.
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_host", "connection_kept_across_requests")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_host", "rate_limits_off", "connection_kept_across_requests")]
 
 
 def workflow(schema):
