@@ -113,14 +113,7 @@ def append_messages(
 def _store(session: Session, batch: list[NewMessage], result: AppendResult, actor: str, *,
            by_application: bool = True) -> None:
     given_ids = [m.client_id for m in batch if m.client_id]
-    existing = {
-        row["client_id"]: row
-        # No ordering: with the model's (session, seq) ordering SQLite walks the whole session's seq index
-        # instead of probing the unique (session, client_id) index, so appends slowed as sessions grew.
-        for row in Message.objects.filter(session=session, client_id__in=given_ids).order_by().values(
-            "client_id", "seq", "digest", "tokens"
-        )
-    } if given_ids else {}
+    existing = stored_with_ids(session, given_ids) if given_ids else {}
 
     # Tool results must answer the nearest preceding call of their id; calls made earlier in this batch
     # are found as the loop goes, the others in the stored assistant messages.
@@ -202,6 +195,24 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
         tokens=added_tokens,
         duplicates=sum(1 for m in result.messages if m.duplicate),
     ))
+
+
+# The duplicate-id check of every append that sends ids, written as SQL: building it through the ORM cost
+# several times running it (tests/test_stored_figures_sql.py compares the two). No ORDER BY: with the
+# model's (session, seq) ordering SQLite walked the whole session's seq index instead of probing the unique
+# (session, client_id) index, so appends slowed as sessions grew (tests/test_query_plans.py).
+STORED_WITH_IDS_SQL = (
+    'SELECT "client_id", "seq", "digest", "tokens" FROM "ctx_sessions_message" '
+    'WHERE "session_id" = %s AND "client_id" IN ({})'
+)
+
+
+def stored_with_ids(session: Session, client_ids: list[str]) -> dict[str, dict]:
+    """client id -> {seq, digest, tokens} of the session's stored messages that have one of these ids."""
+    with connection.cursor() as cursor:
+        cursor.execute(STORED_WITH_IDS_SQL.format(", ".join(["%s"] * len(client_ids))), [session.pk, *client_ids])
+        return {client_id: {"seq": seq, "digest": digest, "tokens": tokens}
+                for client_id, seq, digest, tokens in cursor.fetchall()}
 
 
 def _ids_answered_from_before(batch: list[NewMessage]) -> set[str]:

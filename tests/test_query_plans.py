@@ -112,6 +112,14 @@ def test_the_duplicate_id_check_of_an_append_probes_the_client_id_index(project,
 
 
 @pytest.mark.django_db
+def test_the_stored_figures_of_an_append_read_the_last_rows_by_seq(project, session):
+    sqls = captured(lambda: append_messages(project, "plans", [{"id": "later", "role": "user", "content": "later"}]),
+                    table="ctx_sessions_message", containing='"include_in_messages"')
+    assert len(sqls) == 1, sqls
+    assert_indexed(sqls)
+
+
+@pytest.mark.django_db
 def test_the_checker_fails_the_duplicate_id_check_as_it_was_before_the_fix(session):
     """Before the fix the query kept the model's ordering by (session, seq): SQLite walked the session."""
     old = Message.objects.filter(session=session, client_id__in=["m4", "new"]).values("client_id", "seq", "digest", "tokens")

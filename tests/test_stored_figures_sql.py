@@ -1,0 +1,76 @@
+"""The two reads of every append that are written as SQL rather than built through the ORM (building them
+cost several times running them) read exactly what the ORM's queries read: the stored figures' last
+visible rows (sessions.model_input.recent_visible_rows) and the duplicate-id check
+(sessions.append.stored_with_ids), on a session with a checkpoint, system messages, messages left out of
+the model input, tool calls and their results, and a gap of invisible rows."""
+
+import pytest
+
+from sessions.append import append_messages, stored_with_ids
+from sessions.compaction import compact
+from sessions.message_edits import update_message
+from sessions.model_input import RECENT_ROWS, _Row, _row_values, recent_visible_rows, visible_messages
+from sessions.models import Message, Session
+
+pytestmark = pytest.mark.django_db
+
+
+def call(n: int) -> list[dict]:
+    return [
+        {"id": f"u{n}", "role": "user", "content": f"question {n}"},
+        {"id": f"a{n}", "role": "assistant", "content": "",
+         "tool_calls": [{"id": f"c{n}", "name": "lookup", "arguments": {"n": n}}]},
+        {"id": f"t{n}", "role": "tool", "tool_call_id": f"c{n}", "content": f"result {n}"},
+        {"id": f"r{n}", "role": "assistant", "content": f"answer {n}"},
+    ]
+
+
+@pytest.fixture
+def session(project):
+    messages = [{"id": "sys", "role": "system", "content": "Be brief."}]
+    for n in range(12):
+        messages += call(n)
+    messages.insert(20, {"id": "sys2", "role": "system", "content": "Be briefer."})
+    append_messages(project, "figures", messages)
+    session = Session.objects.get(project=project, key="figures")
+    compact(session, force=True, max_tokens=200, keep_recent_tokens=300, summary="what happened first")
+    session = Session.objects.get(pk=session.pk)
+    for seq in (session.message_count - 2, session.message_count - 5):
+        update_message(project, "figures", seq, {"include_in_messages": False}, actor="test")
+    # A run of invisible rows longer than RECENT_ROWS: user messages left out of the model input.
+    append_messages(project, "figures", [{"id": f"hidden{i}", "role": "user", "content": f"aside {i}",
+                                          "include_in_messages": False} for i in range(RECENT_ROWS + 3)])
+    session = Session.objects.get(pk=session.pk)
+    assert session.checkpoint_last_seq > 0
+    return session
+
+
+def orm_rows(session: Session, before_seq: int) -> list[tuple]:
+    """The same rows through the ORM, as the stored figures read them before they were SQL."""
+    before = visible_messages(session, session.checkpoint_last_seq).filter(seq__lt=before_seq)
+    return [as_tuple(_Row(row)) for row in _row_values(before.order_by("-seq"))[:RECENT_ROWS]]
+
+
+def as_tuple(row: _Row) -> tuple:
+    return (row.seq, row.role, row.tokens, row.call_ids, row.tool_call_tokens, row.tool_call_id, row.call_seq,
+            bool(row.has_content))
+
+
+def test_the_stored_figures_read_the_same_rows_as_the_orm(session):
+    compared = []
+    for before_seq in range(1, session.message_count + 2):
+        expected = orm_rows(session, before_seq)
+        assert [as_tuple(row) for row in recent_visible_rows(session, before_seq)] == expected, before_seq
+        compared += expected
+    # The comparison saw tool calls, their results and plain messages.
+    assert any(row[3] for row in compared) and any(row[5] for row in compared) and len({row[0] for row in compared}) > RECENT_ROWS
+
+
+def test_the_duplicate_id_check_reads_the_same_rows_as_the_orm(session):
+    ids = ["u1", "a3", "t5", "sys", "hidden2", "no-such-id", "r11"]
+    expected = {row["client_id"]: {k: row[k] for k in ("seq", "digest", "tokens")}
+                for row in Message.objects.filter(session=session, client_id__in=ids).values(
+                    "client_id", "seq", "digest", "tokens")}
+    assert stored_with_ids(session, ids) == expected
+    assert set(expected) == set(ids) - {"no-such-id"}
+    assert stored_with_ids(session, ["no-such-id"]) == {}
