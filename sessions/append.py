@@ -14,7 +14,7 @@ from .events import record
 from .model_input import input_figures_after_append
 from .models import Message, Project, Role, Session
 from .provider_messages import to_ctxweb
-from .session_store import get_or_create_locked, update_session
+from .session_store import get_or_create_locked, save_session_fields, update_session
 from .validation import NewMessage, parse_messages
 
 
@@ -176,17 +176,8 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     if by_application and session.import_source and not session.written_by_application:
         figures["written_by_application"] = True  # an import never changes it again
     # One UPDATE for every figure the batch changed.
-    Session.objects.filter(pk=session.pk).update(
-        message_count=to_create[-1].seq,
-        raw_tokens=session.raw_tokens + added_tokens,
-        last_activity_at=now,
-        **figures,
-    )
-    session.message_count = to_create[-1].seq
-    session.raw_tokens += added_tokens
-    session.last_activity_at = now
-    for name, value in figures.items():
-        setattr(session, name, value)
+    save_session_fields(session, message_count=to_create[-1].seq, raw_tokens=session.raw_tokens + added_tokens,
+                        last_activity_at=now, **figures)
     record(session, actor, MessagesAppended(
         input_tokens=session.input_tokens,
         count=len(to_create),

@@ -1,8 +1,9 @@
-"""The two reads of every append that are written as SQL rather than built through the ORM (building them
-cost several times running them) read exactly what the ORM's queries read: the stored figures' last
-visible rows (sessions.model_input.recent_visible_rows) and the duplicate-id check
-(sessions.append.stored_with_ids), on a session with a checkpoint, system messages, messages left out of
-the model input, tool calls and their results, and a gap of invisible rows."""
+"""The reads of every append that are written as SQL rather than built through the ORM (building them
+cost several times running them) read exactly what the ORM's queries read: the session row by key
+(sessions.session_store.get_session), the stored figures' last visible rows
+(sessions.model_input.recent_visible_rows) and the duplicate-id check (sessions.append.stored_with_ids),
+on a session with a checkpoint, system messages, messages left out of the model input, tool calls and
+their results, and a gap of invisible rows."""
 
 import pytest
 
@@ -74,3 +75,34 @@ def test_the_duplicate_id_check_reads_the_same_rows_as_the_orm(session):
     assert stored_with_ids(session, ids) == expected
     assert set(expected) == set(ids) - {"no-such-id"}
     assert stored_with_ids(session, ["no-such-id"]) == {}
+
+
+def test_a_session_read_by_key_is_the_orm_s_session(project, session):
+    from django.db import transaction
+    from django.forms.models import model_to_dict
+
+    from sessions.session_store import get_session
+
+    expected = Session.objects.select_related("project").get(project=project, key="figures")
+    for for_update in (False, True):
+        with transaction.atomic():
+            found = get_session(project, "figures", for_update=for_update)
+        assert model_to_dict(found) == model_to_dict(expected)
+        assert (found.pk, found.created_at, found.input_left_out, found.project) == (
+            expected.pk, expected.created_at, expected.input_left_out, expected.project)
+        assert found._state.adding is False and found._state.db == "default"
+
+
+def test_the_figures_an_append_writes_read_back_as_written(session):
+    from datetime import UTC, datetime
+
+    from sessions.session_store import save_session_fields
+
+    values = {"message_count": session.message_count, "raw_tokens": 12_345, "input_tokens": 678,
+              "input_left_out": [{"seq": 3, "reason": "unanswered_tool_call", "detail": "é \u2028 \"quoted\""}],
+              "last_activity_at": datetime(2026, 12, 1, 16, 30, 5, 123456, tzinfo=UTC), "written_by_application": True}
+    save_session_fields(session, **values)
+    assert {name: getattr(session, name) for name in values} == values
+    stored = Session.objects.get(pk=session.pk)
+    assert {name: getattr(stored, name) for name in values} == values
+    assert Session.objects.filter(pk=session.pk, input_left_out__0__seq=3).exists()  # stored as JSON, not text
