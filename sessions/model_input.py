@@ -667,7 +667,7 @@ RECENT_ROWS = 16
 # The read of every append's stored figures: the last RECENT_ROWS visible rows before the new ones, newest
 # first, through the (session, seq) index (visible_messages' conditions, _Row's columns). Written as SQL
 # because building it through the ORM (related manager, filters, annotations, slice, compiler) took 0.68
-# ms of CPU against 0.04 ms to run it; tests/test_stored_figures_sql.py compares it with the ORM's rows.
+# ms of CPU against 0.04 ms to run it; tests/test_hot_path_sql.py compares it with the ORM's rows.
 RECENT_ROWS_SQL = (
     'SELECT "seq", "role", "tokens", CAST("call_ids" AS text), CAST("tool_call_tokens" AS text), "tool_call_id", '
     '"call_seq", "has_content" FROM "ctx_sessions_message" WHERE "session_id" = %s AND "seq" > %s AND "seq" < %s '

@@ -1,9 +1,12 @@
-"""The reads of every append that are written as SQL rather than built through the ORM (building them
-cost several times running them) read exactly what the ORM's queries read: the session row by key
+"""The statements of every append that are written as SQL rather than built through the ORM (building them
+cost several times running them) do what the ORM's did: the session row by key
 (sessions.session_store.get_session), the stored figures' last visible rows
-(sessions.model_input.recent_visible_rows) and the duplicate-id check (sessions.append.stored_with_ids),
-on a session with a checkpoint, system messages, messages left out of the model input, tool calls and
-their results, and a gap of invisible rows."""
+(sessions.model_input.recent_visible_rows), the duplicate-id check (sessions.append.stored_with_ids), on a
+session with a checkpoint, system messages, messages left out of the model input, tool calls and their
+results, and a gap of invisible rows; the figures' UPDATE (save_session_fields); and the insert, one
+statement, COPY on PostgreSQL, that stores every value as sent."""
+
+import json
 
 import pytest
 
@@ -106,3 +109,31 @@ def test_the_figures_an_append_writes_read_back_as_written(session):
     stored = Session.objects.get(pk=session.pk)
     assert {name: getattr(stored, name) for name in values} == values
     assert Session.objects.filter(pk=session.pk, input_left_out__0__seq=3).exists()  # stored as JSON, not text
+
+
+def test_an_append_inserts_its_messages_in_one_logged_statement_that_stores_every_value(project, session):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    sent = [{"id": "copy-1", "role": "user", "content": [{"type": "text", "text": "tab\there, newline\n, \\ and é"},
+                                                         {"type": "image", "url": "https://example.com/a.png"}],
+             "attributes": {"nested": {"list": [1, 2.5, None, True]}, "quote": "\"\\N"}},
+            {"id": "copy-2", "role": "assistant", "content": "", "reasoning": "thinking",
+             "tool_calls": [{"id": "call-x", "name": "look", "arguments": {"q": "\\N"}}]},
+            {"id": "copy-3", "role": "tool", "tool_call_id": "call-x", "content": "done", "is_error": True,
+             "created_at": "2026-12-01T16:40:00.123456Z"}]
+    with CaptureQueriesContext(connection) as queries:
+        append_messages(project, "figures", sent)
+    inserts = [q["sql"] for q in queries if "ctx_sessions_message" in q["sql"]
+               and q["sql"].startswith(("INSERT", "COPY"))]
+    assert len(inserts) == 1, inserts
+    stored = {m.client_id: m for m in Message.objects.filter(session=session, client_id__startswith="copy-")}
+    assert stored["copy-1"].content == sent[0]["content"] and stored["copy-1"].attributes == sent[0]["attributes"]
+    assert stored["copy-1"].text.startswith("tab\there, newline\n, \\ and é")
+    [call] = stored["copy-2"].tool_calls  # arguments are stored as the JSON text a provider sends
+    assert (call["id"], call["name"], json.loads(call["arguments"])) == ("call-x", "look", {"q": "\\N"})
+    assert stored["copy-2"].call_ids == ["call-x"] and stored["copy-2"].reasoning == "thinking"
+    assert stored["copy-3"].call_seq == stored["copy-2"].seq and stored["copy-3"].is_error is True
+    assert stored["copy-3"].created_at.isoformat() == "2026-12-01T16:40:00.123456+00:00"
+    assert [stored[i].seq for i in ("copy-1", "copy-2", "copy-3")] == list(range(session.message_count + 1,
+                                                                                    session.message_count + 4))
