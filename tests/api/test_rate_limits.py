@@ -160,3 +160,62 @@ def test_on_sqlite_the_buckets_update_commits_without_waiting_for_the_disk(api, 
 
     assert levels == [1]  # NORMAL
     assert connection.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+
+
+def orm_admission(key: ApiKey, body_bytes: int, now: float, used_at) -> int:
+    """The admitting UPDATE as the ORM built it before it was written as SQL (sessions.rate_limits)."""
+    from django.db.models import F, Value
+    from django.db.models.functions import Greatest
+    from django.db.models.lookups import LessThanOrEqual
+
+    from sessions.rate_limits import MINUTE, _window, buckets
+
+    amounts = {"requests_refilled_at": 1, "bytes_refilled_at": body_bytes}
+    limited = [b for b in buckets() if b.per_minute > 0]
+    updates = {b.field: Greatest(F(b.field), Value(now)) + b.cost(amounts[b.field]) for b in limited}
+    room = [LessThanOrEqual(Greatest(F(b.field), Value(now)), Value(now + MINUTE - b.cost(amounts[b.field])))
+            for b in limited]
+    return ApiKey.objects.filter(*room, pk=key.pk).update(
+        **updates, **_window(now, usage_requests=1, usage_bytes=body_bytes, usage_throttled=0), last_used_at=used_at)
+
+
+FIGURES = ("requests_refilled_at", "bytes_refilled_at", "usage_since", "usage_requests", "usage_bytes",
+           "usage_throttled", "throttled_total", "last_used_at")
+
+
+@pytest.mark.parametrize("requests, bytes", [(0, 0), (5, 0), (0, 3_000), (5, 3_000)])
+def test_the_admission_sql_updates_the_key_as_the_orm_did(project, limits, monkeypatch, requests, bytes):
+    """Two keys in the same state, one admitted by the SQL and one by the ORM's UPDATE, at the same
+    moments: the same rows, admitted and refused alike, through a full bucket, a stale window and a refill."""
+    from datetime import UTC, datetime
+
+    from django.db.models import F
+
+    from sessions import rate_limits
+    from sessions.api_keys import create_api_key
+
+    limits(requests=requests, bytes=bytes)
+    sql_key, orm_key = (create_api_key(project, name)[0] for name in ("sql", "orm"))
+    ApiKey.objects.filter(pk__in=[sql_key.pk, orm_key.pk]).update(usage_since=1_000.0, usage_requests=7,
+                                                                    usage_bytes=70, usage_throttled=2)
+    start = 1_000_000.0
+    outcomes = []
+    for step, (seconds, body) in enumerate([(0, 10), (1, 900), (1.5, 2_000), (2, 10), (2, 10), (2, 10), (2, 10),
+                                            (2, 10), (2, 5_000), (30, 10), (70, 400), (70.5, 400), (200, 1)]):
+        now = start + seconds
+        used_at = datetime.fromtimestamp(now, UTC)
+        monkeypatch.setattr(rate_limits.time, "time", lambda now=now: now)
+        monkeypatch.setattr(rate_limits.timezone, "now", lambda used_at=used_at: used_at)
+        refused = rate_limits._admit(ApiKey.objects.get(pk=sql_key.pk), body)
+        admitted = orm_admission(orm_key, body, now, used_at)
+        rows = [ApiKey.objects.filter(pk=k.pk).values(*FIGURES).get() for k in (sql_key, orm_key)]
+        if not admitted:  # the ORM side's refusal bookkeeping, as _admit does it after a refused UPDATE
+            ApiKey.objects.filter(pk=orm_key.pk).update(
+                **rate_limits._window(now, usage_requests=0, usage_bytes=0, usage_throttled=1),
+                throttled_total=F("throttled_total") + 1)
+            rows[1] = ApiKey.objects.filter(pk=orm_key.pk).values(*FIGURES).get()
+        assert (refused is None) == bool(admitted), step
+        assert rows[0] == rows[1], step
+        outcomes.append(bool(admitted))
+    if requests or bytes:
+        assert not all(outcomes) and any(outcomes), outcomes  # both admitted and refused requests compared
