@@ -123,7 +123,7 @@ def recent_failures(pairs, since) -> list[int]:
     """How many failures each (scope, subject) of `pairs` has had since `since`: one query, the usual path
     of every API request, through the (subject, scope, -created_at) index. Written as SQL once: the ORM's
     filtered aggregate took 0.7 ms of CPU in process to build against a tenth of that to run.
-    tests/test_throttle_sql.py compares it with the ORM's count."""
+    tests/test_auth_sql.py compares it with the ORM's count."""
     created = AuthFailure._meta.get_field("created_at").get_db_prep_value(since, connection)
     counts = ", ".join('COUNT(CASE WHEN "scope" = %s AND "subject" = %s THEN 1 END)' for _ in pairs)
     which = " OR ".join('("scope" = %s AND "subject" = %s)' for _ in pairs)

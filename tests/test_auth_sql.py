@@ -1,6 +1,7 @@
-"""The brute-force check's count of recent failures, run by every API request, is written as SQL
-(sessions.throttle.recent_failures): it counts what the ORM's filtered aggregate counted, per subject,
-on both databases, at the window's edge too."""
+"""Two statements every API request runs, written as SQL (sessions.throttle.recent_failures,
+sessions.api_keys.keys_with_prefix), read what the ORM's queries read on both databases: the brute-force
+check's count of recent failures per subject, at the window's edge too, and the keys of a prefix with
+their project, every column converted as the ORM converts it."""
 
 from datetime import timedelta
 
@@ -42,3 +43,28 @@ def test_the_recent_failures_are_counted_as_the_orm_counted_them():
         assert recent_failures(pairs, since) == orm_counts(pairs, since), pairs
     assert recent_failures(cases[0], since) == [3, 2]  # the one exactly 300 s old is outside the window
     assert recent_failures(cases[3], since) == [0, 0]
+
+
+def test_the_keys_of_a_prefix_are_read_as_the_orm_reads_them(project, other_project):
+    from django.forms.models import model_to_dict
+
+    from sessions.api_keys import PREFIX_LENGTH, create_api_key, keys_with_prefix, revoke
+    from sessions.models import ApiKey
+
+    project.max_tokens, project.auto_compact, project.summarizer = 5_000, False, "openai"
+    project.save()
+    keys = [create_api_key(project, "first")[0], create_api_key(other_project, "second")[0]]
+    revoke(keys[1])
+    ApiKey.objects.filter(pk=keys[0].pk).update(last_used_at=timezone.now(), usage_since=12.5, usage_bytes=10**12)
+    shared = "ctx_" + "s" * (PREFIX_LENGTH - 4)
+    ApiKey.objects.filter(pk__in=[k.pk for k in keys]).update(prefix=shared)  # two keys, one prefix
+    expected = list(ApiKey.objects.select_related("project").filter(prefix=shared).order_by("pk"))
+    found = keys_with_prefix(shared)
+    assert [model_to_dict(k) for k in found] == [model_to_dict(k) for k in expected]
+    assert [(k.created_at, k.last_used_at, k.revoked_at, k.usage_since, k.usage_bytes) for k in found] == [
+        (k.created_at, k.last_used_at, k.revoked_at, k.usage_since, k.usage_bytes) for k in expected]
+    assert [model_to_dict(k.project) | {"created_at": k.project.created_at} for k in found] == [
+        model_to_dict(k.project) | {"created_at": k.project.created_at} for k in expected]
+    assert found[0].project.auto_compact is False and found[0].project.max_tokens == 5_000
+    assert found[1].revoked_at is not None and found[0].last_used_at.tzinfo is not None
+    assert keys_with_prefix("ctx_nothing") == []
