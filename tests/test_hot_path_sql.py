@@ -3,8 +3,8 @@ cost several times running them) do what the ORM's did: the session row by key
 (sessions.session_store.get_session), the stored figures' last visible rows
 (sessions.model_input.recent_visible_rows), the duplicate-id check (sessions.append.stored_with_ids), on a
 session with a checkpoint, system messages, messages left out of the model input, tool calls and their
-results, and a gap of invisible rows; the figures' UPDATE (save_session_fields); and the insert, one
-statement, COPY on PostgreSQL, that stores every value as sent."""
+results, and a gap of invisible rows; the figures' UPDATE (save_session_fields); the event row
+(events.record); and the insert, one statement, COPY on PostgreSQL, that stores every value as sent."""
 
 import json
 
@@ -137,3 +137,19 @@ def test_an_append_inserts_its_messages_in_one_logged_statement_that_stores_ever
     assert stored["copy-3"].created_at.isoformat() == "2026-12-01T16:40:00.123456+00:00"
     assert [stored[i].seq for i in ("copy-1", "copy-2", "copy-3")] == list(range(session.message_count + 1,
                                                                                     session.message_count + 4))
+
+
+def test_an_event_is_stored_as_the_orm_stored_it(session):
+    from django.forms.models import model_to_dict
+
+    from sessions.event_types import MessagesAppended
+    from sessions.events import event_data, record
+    from sessions.models import Event
+
+    data = MessagesAppended(input_tokens=5, count=2, first_seq=3, last_seq=4, tokens=99, duplicates=1)
+    event = record(session, "api:key \"é\"", data)
+    stored = Event.objects.get(pk=event.pk)
+    assert model_to_dict(stored) == model_to_dict(event)
+    assert stored.created_at == event.created_at and event_data(stored) == data
+    assert event._state.adding is False and Event.objects.filter(session=session).latest("id").pk == event.pk
+    assert record(session, "", data).actor == "system"
