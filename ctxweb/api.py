@@ -12,7 +12,7 @@ from ninja.security import HttpBearer
 
 from sessions import rate_limits, throttle
 from sessions.api import router as sessions_router
-from sessions.api_keys import PREFIX_LENGTH, AuthError, authenticate
+from sessions.api_keys import PREFIX_LENGTH, AuthError, authenticate, keys_with_prefix
 from sessions.errors import DomainError
 from sessions.schemas import UNION_TAGS
 from sessions.validation import field_path, load_json_body, plain_message
@@ -29,18 +29,25 @@ class ApiKeyAuth(HttpBearer):
         secret = secret.strip() if scheme.lower() == "bearer" else ""
         prefix = secret[:PREFIX_LENGTH]
         # An address, or a key prefix, over the limit of failed keys is refused before its key is looked at.
-        throttle.check(request, throttle.Scope.API_KEY, prefix)
+        if not header or not secret:
+            throttle.check(request, throttle.Scope.API_KEY, prefix)
         if not header:
             raise AuthError("Send your API key as 'Authorization: Bearer <key>'.", code="missing_api_key")
         if not secret:
             raise AuthError("The Authorization header must be 'Bearer <key>'.", code="malformed_authorization")
-        key = self.authenticate(request, secret)
+        # The keys with the prefix and the failures of its subjects are read in one query; only a subject
+        # over the limit costs the check's own queries, which say for how long it is refused.
+        subjects = throttle.subjects(request, throttle.Scope.API_KEY, prefix)
+        candidates, failures = keys_with_prefix(prefix, subjects, throttle.window_start())
+        if throttle.over_limit(failures):
+            throttle.check(request, throttle.Scope.API_KEY, prefix)
+        key = self.authenticate(request, secret, candidates)
         rate_limits.admit(key, len(request.body))
         return key
 
-    def authenticate(self, request, token):
+    def authenticate(self, request, token, candidates=None):
         try:
-            return authenticate(token)
+            return authenticate(token, candidates)
         except AuthError:
             # 429 instead when the limit was reached by attempts running at the same time as this one.
             throttle.record_failure(request, throttle.Scope.API_KEY, token[:PREFIX_LENGTH])

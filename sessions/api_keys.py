@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from . import rate_limits
 from .errors import DomainError
-from .models import ApiKey, Project
+from .models import ApiKey, AuthFailure, Project
 
 SECRET_PREFIX = "ctx_"
 PREFIX_LENGTH = 12
@@ -47,11 +47,15 @@ def _columns(model, alias: str) -> list:
 
 
 @functools.cache
-def _keys_with_prefix_sql() -> str:
+def _keys_with_prefix_sql(subjects: int) -> str:
     columns = [sql for _, sql in _columns(ApiKey, "k") + _columns(Project, "p")]
-    return (f'SELECT {", ".join(columns)} FROM "{ApiKey._meta.db_table}" k '
-            f'JOIN "{Project._meta.db_table}" p ON p."id" = k."project_id" '
-            f'WHERE k."prefix" = %s ORDER BY k."id" LIMIT {MAX_CANDIDATES}')
+    failures = [f'(SELECT COUNT(*) FROM "{AuthFailure._meta.db_table}" WHERE "scope" = %s AND "subject" = %s '
+                'AND "created_at" > %s)'] * subjects
+    # From a one-row table, so that the failures are counted when no key has the prefix too.
+    return (f'SELECT {", ".join([*failures, *columns])} FROM (SELECT 1 AS "one") AS "one" '
+            f'LEFT JOIN "{ApiKey._meta.db_table}" k ON k."prefix" = %s '
+            f'LEFT JOIN "{Project._meta.db_table}" p ON p."id" = k."project_id" '
+            f'ORDER BY k."id" LIMIT {MAX_CANDIDATES}')
 
 
 @functools.lru_cache(maxsize=16)  # per connection: a thread has its own; a few are alive at a time
@@ -75,32 +79,40 @@ def _from_row(model, values, db) -> models.Model:
     return model.from_db(db.alias, [f.attname for f in model._meta.concrete_fields], converted)
 
 
-def keys_with_prefix(prefix: str) -> list[ApiKey]:
-    """The keys whose secret starts with `prefix`, with their project, in one query written as SQL: every
-    API request looks its key up, and building the ORM's select_related query took 0.5 ms of CPU in
-    process, most of what is left of a key's authentication. tests/test_auth_sql.py compares it with
-    the ORM's."""
+def keys_with_prefix(prefix: str, subjects=(), since=None) -> tuple[list[ApiKey], list[int]]:
+    """The keys whose secret starts with `prefix`, with their project, and how many failed attempts each
+    (scope, subject) of `subjects` has had since `since` (the brute-force check, sessions.throttle), in one
+    query written as SQL: every API request runs it. Building the ORM's select_related query took 0.5 ms
+    of CPU in process, most of what was left of a key's authentication, and the failures were a query of
+    their own. tests/test_auth_sql.py compares both with the ORM's."""
     db = connections[router.db_for_read(ApiKey)]
+    created = AuthFailure._meta.get_field("created_at").get_db_prep_value(since, db) if subjects else None
+    params = [value for scope, subject in subjects for value in (str(scope), subject, created)]
     with db.cursor() as cursor:
-        cursor.execute(_keys_with_prefix_sql(), [prefix])
+        cursor.execute(_keys_with_prefix_sql(len(subjects)), [*params, prefix])
         rows = cursor.fetchall()
-    split = len(ApiKey._meta.concrete_fields)
+    failures = list(rows[0][: len(subjects)])
+    split = len(subjects) + len(ApiKey._meta.concrete_fields)
     keys = []
     for row in rows:
-        key = _from_row(ApiKey, row[:split], db)
+        if row[len(subjects)] is None:  # no key has the prefix: the one row of the failures
+            continue
+        key = _from_row(ApiKey, row[len(subjects):split], db)
         key.project = _from_row(Project, row[split:], db)
         keys.append(key)
-    return keys
+    return keys, failures
 
 
-def authenticate(secret: str) -> ApiKey:
-    """The key whose secret this is. It is found by its non-secret prefix and its hash is compared in
-    constant time: one hmac.compare_digest per key with that prefix, or one against a dummy hash when
-    there is none, so neither the database nor the comparison tells how much of a guess was right."""
+def authenticate(secret: str, candidates: list[ApiKey] | None = None) -> ApiKey:
+    """The key whose secret this is. It is found by its non-secret prefix (`candidates`: the keys with
+    that prefix, when the caller has read them already) and its hash is compared in constant time: one
+    hmac.compare_digest per key with that prefix, or one against a dummy hash when there is none, so
+    neither the database nor the comparison tells how much of a guess was right."""
     if not secret or len(secret) > 200:
         raise AuthError("The API key is not valid.", code="invalid_api_key")
     digest = hash_secret(secret)
-    candidates = keys_with_prefix(secret[:PREFIX_LENGTH])
+    if candidates is None:
+        candidates, _ = keys_with_prefix(secret[:PREFIX_LENGTH])
     key = None
     for candidate in candidates:
         if hmac.compare_digest(candidate.secret_hash, digest):

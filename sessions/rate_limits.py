@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
@@ -73,23 +73,19 @@ def _window(now: float, **counted) -> dict:
 
 @contextmanager
 def unflushed():
-    """The statements inside commit without waiting for the disk. The settings make every commit wait for
-    it (SQLite's synchronous=FULL, PostgreSQL's synchronous_commit=on), which is right for what the
-    application stored but was most of the cost of a read: each request's UPDATE of its key's buckets
-    and figures waited for a flush too. A crash may lose that UPDATE (a moment's counts); the next
-    flushed commit writes it with its own, and the database stays consistent either way (SQLite's WAL,
-    PostgreSQL's asynchronous commit). Inside a transaction, nothing changes: its commit is the caller's.
-    The setting is made on the driver's connection: not a query of the request."""
-    if connection.in_atomic_block or connection.vendor not in ("sqlite", "postgresql"):
+    """On SQLite, the statements inside commit without waiting for the disk. The settings make every
+    commit wait for it (SQLite's synchronous=FULL, PostgreSQL's synchronous_commit=on), which is right for
+    what the application stored but was most of the cost of a read: each request's UPDATE of its key's
+    buckets and figures waited for a flush too. A crash may lose that UPDATE (a moment's counts); the
+    next flushed commit writes it with its own, and the database stays consistent either way (SQLite's
+    WAL, PostgreSQL's asynchronous commit). Inside a transaction, nothing changes: its commit is the
+    caller's. The pragma is set on the driver's connection: not a query of the request. PostgreSQL's
+    admission statement turns the flush off for its own commit instead (admission_sql)."""
+    if connection.in_atomic_block or connection.vendor != "sqlite":
         yield
         return
-    if connection.vendor == "postgresql":
-        with transaction.atomic():
-            connection.connection.execute("SET LOCAL synchronous_commit TO OFF")
-            yield
-        return
     connection.ensure_connection()
-    database = connection.connection  # the pragma is not a query of the request: not counted as one
+    database = connection.connection
     level = database.execute("PRAGMA synchronous").fetchone()[0]
     database.execute("PRAGMA synchronous=NORMAL")
     try:
@@ -106,8 +102,16 @@ def admit(key: ApiKey, body_bytes: int) -> None:
         raise refusal
 
 
+# PostgreSQL: synchronous_commit off for the transaction of the one statement that admits a request (in
+# autocommit, the statement is its transaction), set by the statement itself: one round trip, where
+# BEGIN, SET LOCAL, the UPDATE and COMMIT were four. The WHERE clause reads the setting, so it is set
+# before the row is.
+UNFLUSHED_PREFIX = "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting) "
+UNFLUSHED_CONDITION = " AND (SELECT setting FROM unflushed) = 'off'"
+
+
 @functools.cache
-def admission_sql(vendor: str, limited: tuple[str, ...]) -> str:
+def admission_sql(vendor: str, limited: tuple[str, ...], unflushed: bool = False) -> str:
     """The UPDATE that admits a request, for the buckets named in `limited` (their fields): each bucket's
     refill moment moves on by the request's cost, the dashboard's figures count it (started anew when the
     window is more than a minute old), and last_used_at is set; the row is updated only when every bucket
@@ -122,8 +126,9 @@ def admission_sql(vendor: str, limited: tuple[str, ...]) -> str:
               f'"usage_bytes" = CASE WHEN {stale} THEN %s ELSE "usage_bytes" + %s END',
               f'"usage_throttled" = CASE WHEN {stale} THEN 0 ELSE "usage_throttled" END']
     room = "".join(f' AND {greatest}("{field}", %s) <= %s' for field in limited)
-    return (f'UPDATE "{ApiKey._meta.db_table}" SET {", ".join([*refills, *window])}, "last_used_at" = %s '
-            f'WHERE "id" = %s{room}')
+    update = (f'UPDATE "{ApiKey._meta.db_table}" SET {", ".join([*refills, *window])}, "last_used_at" = %s '
+              f'WHERE "id" = %s{room}')
+    return UNFLUSHED_PREFIX + update + UNFLUSHED_CONDITION if unflushed else update
 
 
 def _admit(key: ApiKey, body_bytes: int) -> DomainError | None:
@@ -138,7 +143,8 @@ def _admit(key: ApiKey, body_bytes: int) -> DomainError | None:
     params += [last_used, key.pk]
     params += [value for b in limited for value in (now, now + MINUTE - costs[b.field])]
     with connection.cursor() as cursor:
-        cursor.execute(admission_sql(connection.vendor, tuple(b.field for b in limited)), params)
+        unflushed = connection.vendor == "postgresql" and not connection.in_atomic_block
+        cursor.execute(admission_sql(connection.vendor, tuple(b.field for b in limited), unflushed), params)
         admitted = cursor.rowcount
     if admitted:
         return None

@@ -134,6 +134,16 @@ def recent_failures(pairs, since) -> list[int]:
         return list(cursor.fetchone())
 
 
+def window_start():
+    """Failures after this moment count against their subjects."""
+    return timezone.now() - timedelta(seconds=settings.CTXWEB_AUTH_FAILURE_WINDOW)
+
+
+def over_limit(counts: list[int]) -> bool:
+    """Whether a subject with these counts of recent failures is refused."""
+    return any(count >= settings.CTXWEB_AUTH_FAILURE_LIMIT for count in counts)
+
+
 def _retry_after(pairs) -> int:
     limit = settings.CTXWEB_AUTH_FAILURE_LIMIT
     window = timedelta(seconds=settings.CTXWEB_AUTH_FAILURE_WINDOW)

@@ -1,7 +1,8 @@
-"""Two statements every API request runs, written as SQL (sessions.throttle.recent_failures,
-sessions.api_keys.keys_with_prefix), read what the ORM's queries read on both databases: the brute-force
-check's count of recent failures per subject, at the window's edge too, and the keys of a prefix with
-their project, every column converted as the ORM converts it."""
+"""The statement every API request's authentication reads with, written as SQL
+(sessions.api_keys.keys_with_prefix), and the brute-force check's own count (sessions.throttle.recent_failures)
+read what the ORM's queries read on both databases: the count of recent failures per subject, at the
+window's edge too, and the keys of a prefix with their project, every column converted as the ORM
+converts it."""
 
 from datetime import timedelta
 
@@ -59,7 +60,7 @@ def test_the_keys_of_a_prefix_are_read_as_the_orm_reads_them(project, other_proj
     shared = "ctx_" + "s" * (PREFIX_LENGTH - 4)
     ApiKey.objects.filter(pk__in=[k.pk for k in keys]).update(prefix=shared)  # two keys, one prefix
     expected = list(ApiKey.objects.select_related("project").filter(prefix=shared).order_by("pk"))
-    found = keys_with_prefix(shared)
+    found, _ = keys_with_prefix(shared)
     assert [model_to_dict(k) for k in found] == [model_to_dict(k) for k in expected]
     assert [(k.created_at, k.last_used_at, k.revoked_at, k.usage_since, k.usage_bytes) for k in found] == [
         (k.created_at, k.last_used_at, k.revoked_at, k.usage_since, k.usage_bytes) for k in expected]
@@ -67,4 +68,21 @@ def test_the_keys_of_a_prefix_are_read_as_the_orm_reads_them(project, other_proj
         model_to_dict(k.project) | {"created_at": k.project.created_at} for k in expected]
     assert found[0].project.auto_compact is False and found[0].project.max_tokens == 5_000
     assert found[1].revoked_at is not None and found[0].last_used_at.tzinfo is not None
-    assert keys_with_prefix("ctx_nothing") == []
+    assert keys_with_prefix("ctx_nothing") == ([], [])
+
+
+def test_the_key_lookup_counts_the_failures_of_its_subjects_with_or_without_a_key(project):
+    from sessions.api_keys import create_api_key, keys_with_prefix
+
+    key = create_api_key(project, "counted")[0]
+    now = timezone.now()
+    AuthFailure.objects.bulk_create([AuthFailure(scope=scope, subject=subject, created_at=now - timedelta(seconds=age))
+                                     for age, scope, subject in [(1, Scope.API_KEY, "10.0.0.1"), (2, Scope.API_KEY, "10.0.0.1"),
+                                                                 (400, Scope.API_KEY, "10.0.0.1"),
+                                                                 (3, Scope.KEY_PREFIX, key.prefix)]])
+    since = now - timedelta(seconds=300)
+    subjects = [(Scope.API_KEY, "10.0.0.1"), (Scope.KEY_PREFIX, key.prefix)]
+    found, failures = keys_with_prefix(key.prefix, subjects, since)
+    assert [k.pk for k in found] == [key.pk] and failures == orm_counts(subjects, since) == [2, 1]
+    found, failures = keys_with_prefix("ctx_nothing", subjects, since)
+    assert found == [] and failures == [2, 1]

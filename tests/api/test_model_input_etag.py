@@ -6,10 +6,10 @@ import pytest
 
 from sessions import api as sessions_api
 from tests.api.conftest import assert_error
+from tests.api.test_query_counts import AUTH  # the key with the recent failed keys, the rate-limit UPDATE
 
 pytestmark = pytest.mark.django_db
 
-AUTH = 3  # recent failed keys, the key, the rate-limit UPDATE (tests/api/test_query_counts.py)
 TURN = [
     {"id": "q1", "role": "user", "content": "What is the weather in Lisbon?"},
     {"id": "c1", "role": "assistant", "content": None,

@@ -1,13 +1,13 @@
 """Query counts of the read endpoints are pinned: they do not grow with the page or the session ("query
-counts are pinned on list endpoints"). Three queries authenticate: the recent failed keys of the
-address and the key prefix (sessions/throttle.py), the key, and the UPDATE that takes from its rate
-limits (sessions/rate_limits.py), its last_used_at written with them."""
+counts are pinned on list endpoints"). Two queries authenticate: the key with its project, read with the
+recent failed keys of the address and the key prefix (sessions/api_keys.py, sessions/throttle.py), and
+the UPDATE that takes from its rate limits (sessions/rate_limits.py), its last_used_at written with them."""
 
 import pytest
 
 pytestmark = pytest.mark.django_db
 
-AUTH = 3
+AUTH = 2
 
 
 @pytest.fixture

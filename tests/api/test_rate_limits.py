@@ -128,8 +128,8 @@ def test_a_key_deleted_while_its_request_was_authenticated_gets_401(api_key, lim
     limits(requests=1)
     real = api_keys.authenticate
 
-    def authenticate_then_delete(secret):
-        key = real(secret)
+    def authenticate_then_delete(secret, candidates=None):
+        key = real(secret, candidates)
         ApiKey.objects.filter(pk=key.pk).delete()
         return key
 
@@ -160,6 +160,48 @@ def test_on_sqlite_the_buckets_update_commits_without_waiting_for_the_disk(api, 
 
     assert levels == [1]  # NORMAL
     assert connection.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_the_buckets_update_commits_without_waiting_for_the_disk_in_one_statement(api):
+    """The same on PostgreSQL: the admitting UPDATE, in autocommit its own transaction, turns
+    synchronous_commit off for that transaction alone, in the same statement (one round trip); inside a
+    caller's transaction it leaves the caller's commit as it is."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions.rate_limits import admission_sql
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's synchronous_commit")
+
+    def setting() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    with CaptureQueriesContext(connection) as queries:
+        assert api.put("/sessions/flush", {"title": "t"}).status_code == 201
+    admissions = [q["sql"] for q in queries if q["sql"].lstrip().startswith(("UPDATE", "WITH")) and "api" in q["sql"]]
+    assert len(admissions) == 1 and "set_config('synchronous_commit', 'off', true)" in admissions[0], admissions
+    assert setting() == "on"  # local to the statement's own transaction
+    key = ApiKey.objects.get()
+    assert key.usage_requests == 1 and key.last_used_at is not None
+    # The statement sets it before it updates the row: inside a transaction of the test's, it is seen after.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(admission_sql("postgresql", (), unflushed=True),
+                           [0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, key.last_used_at, key.pk])
+            assert cursor.rowcount == 1
+        assert setting() == "off"
+        transaction.set_rollback(True)
+    assert setting() == "on"
+    with transaction.atomic():  # inside a caller's transaction the plain UPDATE: the caller's commit flushes
+        with CaptureQueriesContext(connection) as inside:
+            from sessions.rate_limits import admit
+
+            admit(key, 10)
+        assert "set_config" not in inside[0]["sql"] and setting() == "on"
 
 
 def orm_admission(key: ApiKey, body_bytes: int, now: float, used_at) -> int:
