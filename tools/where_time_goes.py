@@ -3,7 +3,7 @@ through Django's test client in this process, against a database of its own (a t
 DATABASE_URL's server with a test database created and dropped).
 
 Each request is timed whole; its queries and the time of named steps are attributed to the innermost
-step running (authentication's brute-force check, key lookup and rate-limit UPDATE; body parsing and
+step running (authentication: the key read with the counts of failed attempts, and the rate-limit UPDATE; body parsing and
 validation; the session row lock; the duplicate-id check; the insert; the stored figures; the event row;
 the auto-compaction check; building and rendering the model input; serializing the response). Prints
 one table per request kind: the median per request of each step's own time and its queries.
@@ -39,8 +39,9 @@ sys.path.insert(0, str(ROOT))
 STEPS = [
     ("request: ninja's parameters and body schema", "ninja.operation.Operation", "_get_values"),
     ("response: schema check and JSON", "ninja.operation.Operation", "_result_to_response"),
-    ("auth: brute-force check", "sessions.throttle", "check"),
-    ("auth: key lookup", "ctxweb.api", "authenticate"),
+    ("auth: key + failed-attempt counts", "ctxweb.api", "keys_with_prefix"),
+    ("auth: over the limit: retry time", "sessions.throttle", "check"),
+    ("auth: hash comparison", "ctxweb.api", "authenticate"),
     ("auth: rate-limit UPDATE", "sessions.rate_limits", "admit"),
     ("body: JSON parse", "ctxweb.api", "load_json_body"),
     ("body: validate and count tokens", "sessions.append", "parse_batch"),
