@@ -3,10 +3,11 @@ through Django's test client in this process, against a database of its own (a t
 DATABASE_URL's server with a test database created and dropped).
 
 Each request is timed whole; its queries and the time of named steps are attributed to the innermost
-step running (authentication: the key read with the counts of failed attempts, and the rate-limit UPDATE; body parsing and
-validation; the session row lock; the duplicate-id check; the insert; the stored figures; the event row;
-the auto-compaction check; building and rendering the model input; serializing the response). Prints
-one table per request kind: the median per request of each step's own time and its queries.
+step running (authentication: the key read with the counts of failed attempts, and the rate-limit
+UPDATE; body parsing and validation; the session row lock; the duplicate-id check; the insert; the
+stored figures; the event row; the auto-compaction check; building and rendering the model input;
+serializing the response). Prints one table per request kind: the median per request of each step's own
+time and its queries.
 
     .venv/bin/python tools/where_time_goes.py [--requests 200] [--profile append|model-input]
     .venv/bin/python tools/where_time_goes.py --pattern 50 [--sql]
