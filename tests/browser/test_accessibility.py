@@ -14,7 +14,7 @@ from sessions.members import set_member
 from sessions.models import ImportJob, Session
 from sessions.next_request import build_request
 
-from .conftest import PASSWORD, SCREENSHOTS, log_in
+from .conftest import PASSWORD, SCREENSHOTS, sign_in
 from .data import ACTOR, session_url
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -85,16 +85,26 @@ def site(live_server, users, demo, settings):
             "admin_pages": admin_pages}
 
 
-# axe-core's script (the one axe-playwright-python bundles) is put into a document once, not before every
-# run as that library's Axe.run does: a page checked in both schemes is checked twice. Only the violations
-# travel back to Python, and only what the report prints of them.
+# axe-core's script (the one axe-playwright-python bundles) is given to a context once, as a script that
+# every document runs before its own (add_init_script), instead of being sent into each page before a run as
+# that library's Axe.run does. Only the violations travel back to Python, and only what the report prints
+# of them.
 AXE_RUN = """options => axe.run(options).then(results => results.violations.map(v =>
     `${v.id} (${v.nodes.length}): ` + v.nodes.slice(0, 4).map(n => n.target.join(" ")).join("; ")))"""
 
 
+def open_page(browser):
+    """A page at 1440x900 in the light scheme, in a context of its own, with axe-core in every document it
+    shows. Close it with page.context.close()."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="light")
+    context.set_default_timeout(15_000)
+    context.add_init_script(AXE_SCRIPT)
+    page = context.new_page()
+    page.scheme = "light"  # the scheme it shows, kept by switch_scheme
+    return page
+
+
 def violations_of(page, options=WCAG) -> list[str]:
-    if not page.evaluate("typeof window.axe === 'object'"):
-        page.evaluate(AXE_SCRIPT)
     return page.evaluate(AXE_RUN, options)
 
 
@@ -104,46 +114,74 @@ def violations_of(page, options=WCAG) -> list[str]:
 # static/ctxweb.js have run). After the load event our pages ask for nothing on their own but the session
 # page's live poll (every 3 s, hx-swap "none": it changes nothing here; the import job's poll stops once the
 # job is done, as the test's is) and Swagger UI's schema, waited for in check_role. This replaces waiting
-# for the network to be idle for 500 ms, which cost that much on every page.
-SETTLED = """() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')
-    && Array.from(document.images).every(image => image.complete || image.loading === 'lazy')"""
+# for the network to be idle for 500 ms, which cost that much on every page. All of it is waited for in the
+# page, in one call, checked again at every animation frame.
+SETTLE = """async () => {
+    const deadline = Date.now() + 15_000;
+    if (document.readyState !== 'complete') await new Promise(done => addEventListener('load', done, {once: true}));
+    await new Promise(done => setTimeout(done, 0));
+    while (document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')
+           || !Array.from(document.images).every(image => image.complete || image.loading === 'lazy')) {
+        if (Date.now() > deadline) throw new Error('the page did not settle in 15 s');
+        await new Promise(done => requestAnimationFrame(done));
+    }
+}"""
 
 
 def settle(page):
-    page.wait_for_load_state("load")
-    page.evaluate("() => new Promise(done => setTimeout(done, 0))")
-    page.wait_for_function(SETTLED)
+    page.evaluate(SETTLE)
+
+
+# The style recalculation that starts the colour transitions, and those transitions taken to their end.
+END_TRANSITIONS = """() => {
+    document.body.offsetHeight;
+    document.getAnimations().forEach(a => a instanceof CSSTransition && a.finish());
+}"""
 
 
 def switch_scheme(page, scheme: str):
-    """Recolour the loaded page, and wait for the colour transitions it starts (the admin's links fade
-    their colour) to end, so that axe measures the colours the scheme gives."""
+    """Recolour the loaded page, unless it shows `scheme` already, and end at once the colour transitions
+    that starts (the admin's links fade their colour), so that axe measures the colours the scheme gives."""
+    if page.scheme == scheme:
+        return
     page.emulate_media(color_scheme=scheme)
-    page.evaluate("document.body.offsetHeight")  # the style recalculation that starts the transitions
-    page.wait_for_function("document.getAnimations().every(a => !(a instanceof CSSTransition) || a.playState !== 'running')")
+    page.scheme = scheme
+    page.evaluate(END_TRANSITIONS)
+
+
+def each_scheme(page, schemes):
+    """The page switched to each scheme of `schemes` in turn, the one it shows first: the page loaded next
+    shows the last one, and is checked in that one first, so no page is switched back."""
+    for scheme in sorted(schemes, key=lambda scheme: scheme != page.scheme):
+        switch_scheme(page, scheme)
+        yield scheme
 
 
 def check_role(page, site, role: str, found: dict, shot=None, schemes=("light",)):
     """Every page (and, for the admin, the admin's pages and the API docs) as `role`, each checked in
     every colour scheme of `schemes`: the page is loaded once and its scheme switched in place."""
     base = site["base"]
-    log_in(page, base, role)
+    sign_in(page, base, role)
 
     def check(where: str, check_page=violations_of):
-        for scheme in schemes:
-            switch_scheme(page, scheme)
+        for scheme in each_scheme(page, schemes):
             for line in check_page(page):
                 found.setdefault(f"{role} {scheme} {where}", []).append(line)
-        switch_scheme(page, schemes[0])
 
     for name, url in site["pages"].items():
         page.goto(base + url)
         settle(page)
         if shot and name in ("sessions list", "session page"):
-            for scheme in schemes:
-                switch_scheme(page, scheme)
+            for scheme in each_scheme(page, schemes):
                 shot(page, f"a11y-{name.replace(' ', '-')}-1440-{scheme}")
         check(f"{name} {url}")
+        if url == site["session"]:
+            # The fragments the session page loads on demand, all put into its <main> the way htmx would, on
+            # the load just checked.
+            for fragment in site["fragments"].values():
+                page.evaluate("url => htmx.ajax('GET', url, {target: 'main', swap: 'beforeend'})", base + fragment)
+                settle(page)
+            check("session page with its fragments " + ", ".join(site["fragments"]))
     if role == "admin":
         for name, url in site["admin_pages"].items():
             page.goto(base + url)
@@ -155,13 +193,6 @@ def check_role(page, site, role: str, found: dict, shot=None, schemes=("light",)
                 check(f"{name} {url} with an operation open", docs_with_an_operation_open_violations)
                 continue
             check(f"{name} {url}")
-    # The fragments the session page loads on demand, all put into its <main> the way htmx would.
-    page.goto(base + site["session"])
-    settle(page)
-    for url in site["fragments"].values():
-        page.evaluate("url => htmx.ajax('GET', url, {target: 'main', swap: 'beforeend'})", base + url)
-        settle(page)
-    check("session page with its fragments " + ", ".join(site["fragments"]))
 
 
 def open_an_operation(page):
@@ -184,21 +215,19 @@ def test_no_wcag_violation_on_any_page_for_any_role_in_either_scheme(browser, si
     # scheme, and the admin (who sees every control) in the dark one as well, on the same page load.
     for role in ROLES:
         schemes = ("light", "dark") if role == "admin" else ("light",)
-        context = browser.new_context(viewport={"width": 1440, "height": 900})
-        context.set_default_timeout(15_000)
-        page = context.new_page()
+        page = open_page(browser)
         try:
             if role == "admin":  # the log-in pages, logged out, and a 403 as a viewer below
                 for url in ("/login/", "/admin/login/"):
                     page.goto(site["base"] + url)
-                    for scheme in schemes:
-                        switch_scheme(page, scheme)
+                    for scheme in each_scheme(page, schemes):
                         found.update({f"{url} logged out, {scheme}: {line}": [] for line in violations_of(page)})
             check_role(page, site, role, found, shot if role == "admin" else None, schemes)
-            if role == "admin":  # switching the scheme in place does recolour the page
+            if role == "admin":  # switching the scheme in place does recolour the page (one of ours: the
+                page.goto(site["base"] + "/")  # last one checked, Swagger UI's, is transparent in both)
                 backgrounds = []
                 for scheme in schemes:
-                    page.emulate_media(color_scheme=scheme)
+                    switch_scheme(page, scheme)
                     backgrounds.append(page.evaluate("getComputedStyle(document.body).backgroundColor"))
                 assert len(set(backgrounds)) == 2, backgrounds
             if role == "viewer":
@@ -207,7 +236,7 @@ def test_no_wcag_violation_on_any_page_for_any_role_in_either_scheme(browser, si
                 for line in violations_of(page):
                     found.setdefault("viewer 403 page /import/", []).append(line)
         finally:
-            context.close()
+            page.context.close()
     report = "\n".join(f"{where}:\n  " + "\n  ".join(lines) for where, lines in found.items())
     if found:  # the whole list, for CI's artifacts, as well as in the assertion
         SCREENSHOTS.parent.mkdir(parents=True, exist_ok=True)
@@ -221,8 +250,7 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site, shot):
     page = context.new_page()
     wide = {}
     try:
-        page.goto(site["base"] + "/login/")
-        log_in(page, site["base"], "admin")
+        sign_in(page, site["base"], "admin")
         for name, url in {**site["pages"], **site["admin_pages"]}.items():
             page.goto(site["base"] + url)
             settle(page)
@@ -276,17 +304,15 @@ def test_no_wcag_violation_with_the_xss_corpus(browser, live_server, users, proj
             f"{session_url('', group.session.key)}checkpoints/{group.checkpoint.pk}/",
             f"{session_url('', group.session.key)}requests/{group.request.pk}/",
             "/api-keys/", "/p/default/members/"]
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
+    page = open_page(browser)
     found = {}
     try:
-        log_in(page, live_server.url, "admin")
+        sign_in(page, live_server.url, "admin")
         for url in urls:
             page.goto(live_server.url + url)
             settle(page)
             if lines := violations_of(page):
                 found[url] = lines
     finally:
-        context.close()
+        page.context.close()
     assert found == {}, "\n".join(f"{where}:\n  " + "\n  ".join(lines) for where, lines in found.items())
