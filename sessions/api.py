@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.http import HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
 from ninja import Path, Query, Router
+from ninja.renderers import JSONRenderer
 from ninja.responses import Status
 from pydantic_core import PydanticCustomError
 
@@ -35,6 +36,7 @@ from .validation import count_openai_messages
 from .what_if import preview_compaction, why_skipped
 
 router = Router(tags=["sessions"])
+RENDERER = JSONRenderer()
 
 # 429: the caller's address has too many failed API keys (sessions/throttle.py).
 ERRORS = {400: s.ErrorOut, 401: s.ErrorOut, 404: s.ErrorOut, 413: s.ErrorOut, 422: s.ErrorOut, 429: s.ErrorOut}
@@ -215,7 +217,20 @@ def model_input(
     # A session never compacted has no checkpoint to look up: the count moves with every checkpoint stored,
     # and the tag above was made from the same row.
     checkpoint = None if not session.checkpoint_count else False
-    return model_input_response(build_model_input(session, as_of=as_of, checkpoint=checkpoint), format)
+    return model_input_json(request, response, model_input_response(
+        build_model_input(session, as_of=as_of, checkpoint=checkpoint), format))
+
+
+def model_input_json(request, response: HttpResponse, body: dict) -> HttpResponse:
+    """The model input's response, as ninja would render it from ModelInputOut, without walking its
+    messages through the schema: they are plain JSON values our renderers made (sessions/formats.py),
+    which the schema takes as they are (a list of dicts of anything), and validating and dumping them
+    again cost as much as serializing them. Every other field goes through the schema.
+    tests/api/test_model_input.py compares the bytes with ninja's own rendering."""
+    head = s.ModelInputOut.model_validate({**body, "messages": []}).model_dump()
+    head["messages"] = body["messages"]
+    response.content = RENDERER.render(request, head, response_status=200)  # the API's renderer (ninja's)
+    return response
 
 
 @router.post("/sessions/{key}/compact",

@@ -57,6 +57,7 @@ STEPS = [
     ("auto-compaction check", "sessions.api", "compact_if_needed"),
     ("model input: build", "sessions.api", "build_model_input"),
     ("model input: render", "sessions.api", "model_input_response"),
+    ("response: the model input's schema and JSON", "sessions.api", "model_input_json"),
     ("model input: tag", "sessions.api", "model_input_tag"),
 ]
 

@@ -273,3 +273,36 @@ def test_an_empty_session_has_nothing_to_send_to_either_provider(api):
     for fmt in ("openai", "anthropic"):
         assert_error(api.get("/sessions/empty/model-input", query={"format": fmt}), 409, "nothing_to_send")
     assert api.get("/sessions/empty/model-input").json()["messages"] == []
+
+
+@pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic", "openai-responses"])
+def test_the_response_is_the_bytes_ninja_renders_from_the_schema(imported_files, fmt):
+    """The model input's messages skip the response schema (sessions.api.model_input_json); every
+    imported transcript's input, in each format, with and without a checkpoint, is byte for byte what
+    ninja renders from ModelInputOut with them validated and dumped."""
+    from ninja.renderers import JSONRenderer
+
+    from ctxweb.api import api as ninja_api
+    from sessions.api_keys import create_api_key
+    from sessions.compaction import compact
+    from sessions.formats import model_input_response
+    from sessions.model_input import build_model_input
+    from sessions.schemas import ModelInputOut
+    from tests.api.conftest import Api
+
+    assert type(ninja_api.renderer) is JSONRenderer  # the renderer sessions.api.model_input_json uses
+    compared = set()
+    for project, _ in imported_files.values():
+        api = Api(create_api_key(project, "bytes")[1])
+        sessions = list(project.sessions.order_by("pk")[:3])
+        compact(sessions[0], force=True, max_tokens=1_000, keep_recent_tokens=200, summary="what happened first")
+        for session in sessions:
+            session.refresh_from_db()
+            response = api.get(f"/sessions/{session.key}/model-input", query={"format": fmt})
+            assert response.status_code == 200, response.content[:300]
+            body = model_input_response(build_model_input(session), fmt)
+            expected = JSONRenderer().render(None, ModelInputOut.model_validate(body).model_dump(), response_status=200)
+            assert response.content.decode() == expected, (project.name, session.key)
+            assert response["Content-Type"] == "application/json; charset=utf-8" and response["ETag"]
+            compared.add((bool(body["checkpoint"]), bool(body["omitted"]), bool(body["pending_tool_calls"])))
+    assert (True, False, False) in compared or (True, True, False) in compared  # a checkpoint was compared
