@@ -6,12 +6,13 @@ import hmac
 import secrets
 import time
 
-from django.db import connections, models, router
+from django.db import connections, router
 from django.utils import timezone
 
 from . import rate_limits
 from .errors import DomainError
 from .models import ApiKey, AuthFailure, Project
+from .rows import instance_from_row
 
 SECRET_PREFIX = "ctx_"
 PREFIX_LENGTH = 12
@@ -58,27 +59,6 @@ def _keys_with_prefix_sql(subjects: int) -> str:
             f'ORDER BY k."id" LIMIT {MAX_CANDIDATES}')
 
 
-@functools.lru_cache(maxsize=16)  # per connection: a thread has its own; a few are alive at a time
-def _converters(model, db) -> list[tuple]:
-    """Each column of `model`, with the functions that turn what the database returns into what the ORM
-    gives (dates, booleans and JSON on SQLite), as the ORM's compiler finds them."""
-    found = []
-    for field in model._meta.concrete_fields:
-        column = field.get_col(model._meta.db_table)
-        found.append((column, db.ops.get_db_converters(column) + field.get_db_converters(db)))
-    return found
-
-
-def _from_row(model, values, db) -> models.Model:
-    """A model instance from its columns as the database returned them, converted as the ORM would."""
-    converted = []
-    for (column, converters), value in zip(_converters(model, db), values, strict=True):
-        for convert in converters:
-            value = convert(value, column, db)
-        converted.append(value)
-    return model.from_db(db.alias, [f.attname for f in model._meta.concrete_fields], converted)
-
-
 def keys_with_prefix(prefix: str, subjects=(), since=None) -> tuple[list[ApiKey], list[int]]:
     """The keys whose secret starts with `prefix`, with their project, and how many failed attempts each
     (scope, subject) of `subjects` has had since `since` (the brute-force check, sessions.throttle), in one
@@ -97,8 +77,8 @@ def keys_with_prefix(prefix: str, subjects=(), since=None) -> tuple[list[ApiKey]
     for row in rows:
         if row[len(subjects)] is None:  # no key has the prefix: the one row of the failures
             continue
-        key = _from_row(ApiKey, row[len(subjects):split], db)
-        key.project = _from_row(Project, row[split:], db)
+        key = instance_from_row(ApiKey, row[len(subjects):split], db)
+        key.project = instance_from_row(Project, row[split:], db)
         keys.append(key)
     return keys, failures
 
