@@ -384,15 +384,15 @@ class StoredMessage:
     __slots__ = ("seq", "role", "content", "tokens", "client_id", "tool_calls", "call_ids", "tool_call_tokens",
                  "tool_call_id", "call_seq", "name", "is_error", "has_content")
 
-    def __init__(self, row, content):
-        (self.seq, self.role, _, self.tokens, self.client_id, tool_calls, call_tokens, self.tool_call_id,
-         self.call_seq, self.name, is_error, has_content) = row
+    def __init__(self, row, content, tool_calls: list, tool_call_tokens: list):
+        (self.seq, self.role, _, self.tokens, self.client_id, _, _, self.tool_call_id, self.call_seq, self.name,
+         is_error, has_content) = row
         self.content = content
         self.is_error = None if is_error is None else bool(is_error)  # SQLite gives 0 and 1
         self.has_content = bool(has_content)
-        self.tool_calls = _json_list(tool_calls)
-        self.call_ids = [call["id"] for call in self.tool_calls]  # what Message.call_ids holds
-        self.tool_call_tokens = _json_list(call_tokens)
+        self.tool_calls = tool_calls
+        self.call_ids = [call["id"] for call in tool_calls]  # what Message.call_ids holds
+        self.tool_call_tokens = tool_call_tokens
 
 
 def as_text(field: str) -> Cast:
@@ -419,10 +419,13 @@ def stored_messages(session: Session, after_seq: int, as_of: int | None = None) 
     with connection.cursor() as cursor:
         cursor.execute(STORED_MESSAGES_SQL.format(as_of="" if as_of is None else ' AND "seq" <= %s'), params)
         rows = cursor.fetchall()
-    # Every content decoded in one parse of a JSON array of them: per row, json.loads' own overhead was
-    # half of the decoding.
-    contents = json.loads("[" + ",".join("null" if row[2] is None else row[2] for row in rows) + "]")
-    return [StoredMessage(row, content) for row, content in zip(rows, contents, strict=True)]
+    # Each JSON column decoded in one parse of an array of its values: per row, json.loads' own overhead
+    # was half of the decoding.
+    contents, tool_calls, call_tokens = (
+        json.loads("[" + ",".join(empty if row[column] is None else row[column] for row in rows) + "]")
+        for column, empty in ((2, "null"), (5, "[]"), (6, "[]"))
+    )
+    return [StoredMessage(*values) for values in zip(rows, contents, tool_calls, call_tokens, strict=True)]
 
 
 def build_model_input(
