@@ -1,7 +1,8 @@
 """Browser tests: headless Chromium (Debian's /usr/bin/chromium) driven by Playwright's sync API
 against pytest-django's `live_server` (the app in a thread on 127.0.0.1).
 
-Fixtures: `browser` (one Chromium per package run), `page` (a fresh context per test), `users`
+Fixtures: `browser` (one Chromium per package run), `page` (a fresh context per test; a module
+that overrides `offline` with True gets pages that reach nothing but the live server), `users`
 (a superuser "admin" and a project member "viewer" with role viewer), `login` (logs a page in: through
 the /login/ form once per process, then with its saved cookies), `demo` (sessions.demo.load_demo) and
 `shot` (saves a screenshot into
@@ -16,6 +17,7 @@ and copied back before each test (stored_data.py).
 import contextlib
 import os
 import shutil
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,11 +89,30 @@ def browser(playwright_runtime):
     instance.close()
 
 
+@pytest.fixture(scope="package")
+def nowhere():
+    """The address of a proxy where nothing listens: a port bound and never listened on, which refuses
+    every connection."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{bound.getsockname()[1]}"
+
+
 @pytest.fixture
-def page(browser, request):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+def offline() -> bool:
+    """A module that overrides this with True gets pages that reach the live server and nothing else:
+    Chromium sends every other request to the `nowhere` proxy, where it fails. Unlike intercepting each
+    request (page.route), which turns Chromium's cache off, this costs nothing."""
+    return False
+
+
+@pytest.fixture
+def page(browser, request, offline):
+    options = {"proxy": {"server": request.getfixturevalue("nowhere"), "bypass": "localhost"}} if offline else {}
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, **options)
     context.set_default_timeout(10_000)
     page = context.new_page()
+    page.offline = offline  # the live server runs on localhost
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.js_errors = errors  # tests may assert on uncaught script errors

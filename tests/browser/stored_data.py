@@ -10,7 +10,9 @@ exactly what the first build stored (only the timestamps are those of the first 
 asks for it with `stored(project, build, *args)` instead of `build(project, *args)`.
 
 The rows of a copy may refer to rows that existed before the build only through the default project
-(`project`, made again by each test): those references are pointed at this test's default project.
+(`project`, made again by each test): those references are pointed at this test's default project. Or
+through a model instance passed among `args` (a user copied back identical, say): it is part of the
+build's name, so the copy is only put back while that row has the same primary key.
 The copy is taken through plain SQL on the tables of Django's models: on SQLite with a second connection
 that returns values as stored (no converters), on PostgreSQL with COPY (generated columns such as the
 search vector are not copied; the database computes them again). SQLite's search index follows the
@@ -21,6 +23,7 @@ empties tables without resetting them), so the keys of a copy are free again whe
 they are not (another module's flush reset the sequences), the data is built again and copied anew.
 """
 
+import dataclasses
 import sqlite3
 from dataclasses import dataclass, field
 
@@ -57,8 +60,9 @@ def stored(project: Project, build, *args):
     name = (build.__module__, build.__qualname__, args)
     copy = COPIES.get(name)
     if copy is None or not put_back(copy, project):
-        copy = COPIES[name] = take(project, lambda project: build(project, *args))
-    return fetch(copy.result)
+        kept = {(type(a)._meta.db_table, a.pk) for a in args if isinstance(a, models.Model)}
+        copy = COPIES[name] = take(project, lambda project: build(project, *args), kept)
+    return fetch(copy.result, project, copy.project_pk)
 
 
 def model_tables() -> list[Table]:
@@ -99,7 +103,7 @@ def not_in(table: Table, keys) -> str:
     return f"{q(table.pk)} NOT IN ({', '.join(map(str, keys))})"
 
 
-def take(project: Project, build) -> Copy:
+def take(project: Project, build, kept: set[tuple[str, object]] = frozenset()) -> Copy:
     tables = model_tables()
     existing = {t.name: [r[0] for r in select(f"SELECT {q(t.pk)} FROM {q(t.name)}")] for t in tables}
     before = {t.name: rows_of(t, existing[t.name]) for t in tables if existing[t.name]}
@@ -117,14 +121,16 @@ def take(project: Project, build) -> Copy:
         if not table.keys:
             continue
         for column, target in foreign_keys(table.name):
-            allowed = {project.pk} if target == Project._meta.db_table else set()
+            allowed = {pk for table_name, pk in kept if table_name == target}
+            if target == Project._meta.db_table:
+                allowed.add(project.pk)
             if existing[target]:
                 found = {r[0] for r in select(
                     f"SELECT DISTINCT {q(column)} FROM {q(table.name)} WHERE {added} AND {q(column)} IN "
                     f"({', '.join(map(str, existing[target]))})")}
                 assert found <= allowed, (
                     f"rows built into {table.name} refer to rows of {target} made before the build ({found - allowed})"
-                    ": only the default project can be pointed at the test's own")
+                    ": only the default project can be pointed at the test's own, and rows passed to the build kept")
         table.rows = read_rows(table, added)
         copied.append(table)
     return Copy(project.pk, copied, refs(result))
@@ -200,17 +206,27 @@ class Ref:
 
 
 def refs(value):
-    """What build returned, with each model instance (alone, in a tuple or a dict) replaced by a Ref."""
-    if isinstance(value, tuple):
-        return tuple(refs(v) for v in value)
+    """What build returned, with each model instance (alone, in a tuple, a list, a dict or a dataclass)
+    replaced by a Ref."""
+    if isinstance(value, tuple | list):
+        return type(value)(refs(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: refs(getattr(value, f.name)) for f in dataclasses.fields(value)})
     if isinstance(value, dict):
         return {k: refs(v) for k, v in value.items()}
     return Ref(type(value), value.pk) if isinstance(value, models.Model) else value
 
 
-def fetch(value):
-    if isinstance(value, tuple):
-        return tuple(fetch(v) for v in value)
+def fetch(value, project: Project, built_on: int):
+    """refs() undone: each Ref fetched again; the project the rows were built on is `project`, the test's
+    default project their references were pointed at."""
+    if isinstance(value, Ref):
+        return project if value.model is Project and value.pk == built_on else value.model._default_manager.get(pk=value.pk)
+    if isinstance(value, tuple | list):
+        return type(value)(fetch(v, project, built_on) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: fetch(getattr(value, f.name), project, built_on)
+                                             for f in dataclasses.fields(value)})
     if isinstance(value, dict):
-        return {k: fetch(v) for k, v in value.items()}
-    return value.model._default_manager.get(pk=value.pk) if isinstance(value, Ref) else value
+        return {k: fetch(v, project, built_on) for k, v in value.items()}
+    return value

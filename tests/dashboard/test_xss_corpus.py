@@ -70,6 +70,11 @@ def collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
+# pytest-django makes the test database only for the databases its selected tests are marked with: with
+# the mark, a test of `rendered` run alone (-k) finds the tables the fixture writes to.
+pytestmark = pytest.mark.django_db
+
+
 @pytest.fixture(scope="module")
 def rendered(django_db_setup, django_db_blocker) -> Rendered:
     with django_db_blocker.unblock(), transaction.atomic():
