@@ -228,13 +228,24 @@ class Run:
                     return
                 logs[w]["acks"].append({"ids": [m["id"] for m in messages], "seqs": [m["seq"] for m in data["messages"]],
                                         "stored": [m["stored"] for m in data["messages"]]})
+                with progressed:
+                    acknowledged[0] += 1
+                    progressed.notify_all()
 
         killed = []
+        acknowledged = [0]
+        progressed = threading.Condition()
 
         def killer() -> None:
+            # Each kill waits for its share of the stream to be acknowledged, then a moment more, so the
+            # kills land while batches are in flight however fast the machine stores them (waiting a fixed
+            # 0.4-2 s, the writers of a fast machine had finished before the first kill).
             rng = random.Random(99)
-            for _ in range(kills):
-                if done.wait(rng.uniform(0.4, 2.0)):
+            for k in range(kills):
+                with progressed:
+                    progressed.wait_for(lambda k=k: done.is_set()
+                                        or acknowledged[0] >= (k + 1) * writers * batches // (kills + 1))
+                if done.wait(rng.uniform(0.0, 0.05)):
                     return
                 up.clear()
                 server.kill()
@@ -250,7 +261,9 @@ class Run:
         chaos.start()
         for thread in threads:
             thread.join()
-        done.set()
+        with progressed:
+            done.set()
+            progressed.notify_all()
         chaos.join()
         elapsed = time.monotonic() - began
         self.wait_for_compaction_runs("kill", keys)
