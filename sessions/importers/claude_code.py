@@ -70,6 +70,16 @@ def looks_like(records: list) -> bool:
     ) or any(isinstance(r, dict) and r.get("type") == "summary" and "leafUuid" in r for r in records)
 
 
+def entry_message(entry: dict, kind: str, line: int) -> dict:
+    """The message object of a user or assistant entry, whose role must be the entry's type."""
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        raise TranscriptError(f"line {line}: a {kind} entry needs a message object")
+    if message.get("role") != kind:
+        raise TranscriptError(f"line {line}: a {kind} entry holds a message of role {message.get('role')!r}")
+    return message
+
+
 def _attributes(entry: dict) -> dict:
     attributes = {k: v for k, v in entry.items() if k not in ("message", "type", "content")}
     message = entry.get("message")
@@ -111,11 +121,7 @@ class Thread:
                        "attributes": _attributes(entry)}
             self._append(message, entry)
             return
-        message = entry.get("message")
-        if not isinstance(message, dict):
-            raise TranscriptError(f"line {line}: a {kind} entry needs a message object")
-        if message.get("role") != kind:
-            raise TranscriptError(f"line {line}: a {kind} entry holds a message of role {message.get('role')!r}")
+        message = entry_message(entry, kind, line)
         attributes = _attributes(entry)
         if kind == "assistant":
             message_id = message.get("id") or uuid
@@ -481,11 +487,7 @@ class StreamedLog:
             thread.has_messages = True
             thread.note([{"role": "system", "content": text_of(entry.get("content"))}], entry)
             return
-        message = entry.get("message")
-        if not isinstance(message, dict):
-            raise TranscriptError(f"line {line}: a {kind} entry needs a message object")
-        if message.get("role") != kind:
-            raise TranscriptError(f"line {line}: a {kind} entry holds a message of role {message.get('role')!r}")
+        message = entry_message(entry, kind, line)
         thread.has_messages = True
         if kind == "assistant":
             message_id = message.get("id") or uuid
