@@ -1,5 +1,7 @@
 """Token accounting: OpenAI's documented counting, checked against tiktoken directly."""
 
+import os
+
 import pytest
 
 from sessions import tokens
@@ -215,3 +217,18 @@ def test_the_migration_recounts_the_names_of_messages_stored_before(project, app
     assert {m.seq: m.tokens for m in Message.objects.filter(session=session)} == now
     session.refresh_from_db()
     assert (session.raw_tokens, session.input_tokens) == figures
+
+
+def test_a_web_process_loads_the_token_encoding_as_it_starts():
+    """ctxweb/wsgi.py loads the encoding when gunicorn loads the application, so the first append a web
+    process answers does not wait for it (a worker's first bulk append took 330 ms against 85)."""
+    import subprocess
+    import sys
+
+    script = ("import os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'ctxweb.settings'); import django; "
+              "django.setup(); import tiktoken.registry as r; before = sorted(r.ENCODINGS); import ctxweb.wsgi; "
+              "print(before, sorted(r.ENCODINGS))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "DEBUG": "1"}).stdout.strip()
+    before, after = out.split("] [")
+    assert before == "[" and after != "]", out
