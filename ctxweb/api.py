@@ -12,7 +12,7 @@ from ninja.security import HttpBearer
 
 from sessions import rate_limits, throttle
 from sessions.api import router as sessions_router
-from sessions.api_keys import PREFIX_LENGTH, AuthError, authenticate, keys_with_prefix
+from sessions.api_keys import AuthError, authenticate, keys_with_prefix, secret_prefix
 from sessions.errors import DomainError
 from sessions.schemas import UNION_TAGS
 from sessions.validation import field_path, load_json_body, plain_message
@@ -27,7 +27,7 @@ class ApiKeyAuth(HttpBearer):
         header = request.headers.get("Authorization") or ""
         scheme, _, secret = header.partition(" ")
         secret = secret.strip() if scheme.lower() == "bearer" else ""
-        prefix = secret[:PREFIX_LENGTH]
+        prefix = secret_prefix(secret)
         # An address, or a key prefix, over the limit of failed keys is refused before its key is looked at.
         if not header or not secret:
             throttle.check(request, throttle.Scope.API_KEY, prefix)
@@ -50,7 +50,7 @@ class ApiKeyAuth(HttpBearer):
             return authenticate(token, candidates)
         except AuthError:
             # 429 instead when the limit was reached by attempts running at the same time as this one.
-            throttle.record_failure(request, throttle.Scope.API_KEY, token[:PREFIX_LENGTH])
+            throttle.record_failure(request, throttle.Scope.API_KEY, secret_prefix(token))
             raise
 
 

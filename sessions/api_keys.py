@@ -27,6 +27,14 @@ class AuthError(DomainError):
     code = "invalid_api_key"
 
 
+def secret_prefix(secret: str) -> str:
+    """The prefix a secret is looked up and throttled by. A real key's prefix is printable ASCII and is
+    itself; anything else a client sends (a NUL, which PostgreSQL text cannot hold, or a lone surrogate,
+    which SQLite cannot bind) is escaped, so it matches no key and is still counted as a failure."""
+    prefix = secret[:PREFIX_LENGTH]
+    return prefix if prefix.isascii() and prefix.isprintable() else prefix.encode("unicode_escape").decode("ascii")
+
+
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -92,7 +100,7 @@ def authenticate(secret: str, candidates: list[ApiKey] | None = None) -> ApiKey:
         raise AuthError("The API key is not valid.", code="invalid_api_key")
     digest = hash_secret(secret)
     if candidates is None:
-        candidates, _ = keys_with_prefix(secret[:PREFIX_LENGTH])
+        candidates, _ = keys_with_prefix(secret_prefix(secret))
     key = None
     for candidate in candidates:
         if hmac.compare_digest(candidate.secret_hash, digest):

@@ -12,6 +12,7 @@ from sessions import api_keys
 from sessions.api_keys import PREFIX_LENGTH, create_api_key, revoke
 from sessions.models import ApiKey
 from tests.api.conftest import UNKNOWN_SECRET, Api, assert_error
+from tests.conftest import AUTH_FAILURE_LIMIT
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,20 @@ def test_the_secret_hash_stays_unique():
 
 def test_the_prefix_is_indexed():
     assert any(index.fields == ["prefix"] for index in ApiKey._meta.indexes)
+
+
+@pytest.mark.parametrize("secret", ["ctx_\x00guess", "ctx_\ud800guess", "ctx_éü\u2028guess", "ctx_'; --\\"])
+def test_a_secret_no_database_can_hold_is_refused_401_and_counted(project, low_auth_failure_limit, secret):
+    """A NUL (PostgreSQL text cannot hold one) or a lone surrogate (SQLite cannot bind one) in the key a
+    client sends is a wrong key like any other: 401, counted against the address and the prefix, then
+    429 once over the limit. Real HTTP servers do not pass such headers on; Django's test client does."""
+    from django.test import Client
+
+    from sessions.models import AuthFailure
+
+    client = Client()
+    for _ in range(AUTH_FAILURE_LIMIT):
+        response = client.get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {secret}")
+        assert_error(response, 401, "invalid_api_key")
+    assert AuthFailure.objects.count() == 2 * AUTH_FAILURE_LIMIT  # the address and the prefix, each time
+    assert_error(client.get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {secret}"), 429, "too_many_auth_failures")
