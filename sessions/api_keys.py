@@ -12,7 +12,7 @@ from django.utils import timezone
 from . import rate_limits
 from .errors import DomainError
 from .models import ApiKey, AuthFailure, Project
-from .rows import instance_from_row
+from .rows import columns, instance_from_row
 
 SECRET_PREFIX = "ctx_"
 PREFIX_LENGTH = 12
@@ -51,17 +51,13 @@ def create_api_key(project: Project, name: str, user=None) -> tuple[ApiKey, str]
     return key, secret
 
 
-def _columns(model, alias: str) -> list:
-    return [(field, f'{alias}."{field.column}"') for field in model._meta.concrete_fields]
-
-
 @functools.cache
 def _keys_with_prefix_sql(subjects: int) -> str:
-    columns = [sql for _, sql in _columns(ApiKey, "k") + _columns(Project, "p")]
     failures = [f'(SELECT COUNT(*) FROM "{AuthFailure._meta.db_table}" WHERE "scope" = %s AND "subject" = %s '
                 'AND "created_at" > %s)'] * subjects
+    selected = ", ".join([*failures, columns(ApiKey, "k"), columns(Project, "p")])
     # From a one-row table, so that the failures are counted when no key has the prefix too.
-    return (f'SELECT {", ".join([*failures, *columns])} FROM (SELECT 1 AS "one") AS "one" '
+    return (f'SELECT {selected} FROM (SELECT 1 AS "one") AS "one" '
             f'LEFT JOIN "{ApiKey._meta.db_table}" k ON k."prefix" = %s '
             f'LEFT JOIN "{Project._meta.db_table}" p ON p."id" = k."project_id" '
             f'ORDER BY k."id" LIMIT {MAX_CANDIDATES}')

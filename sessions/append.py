@@ -15,7 +15,8 @@ from .events import record
 from .model_input import input_figures_after_append
 from .models import Message, Project, Role, Session
 from .provider_messages import to_ctxweb
-from .session_store import get_or_create_locked, save_session_fields, update_session
+from .rows import update_fields
+from .session_store import get_or_create_locked, update_session
 from .validation import NewMessage, parse_messages
 
 
@@ -176,9 +177,10 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     figures = input_figures_after_append(session, to_create[0].seq, visible)
     if by_application and session.import_source and not session.written_by_application:
         figures["written_by_application"] = True  # an import never changes it again
-    # One UPDATE for every figure the batch changed.
-    save_session_fields(session, message_count=to_create[-1].seq, raw_tokens=session.raw_tokens + added_tokens,
-                        last_activity_at=now, **figures)
+    # One UPDATE for every figure the batch changed (written as SQL: through QuerySet.update the statement
+    # took 0.36 ms of CPU to build against a few hundredths to run).
+    update_fields(session, message_count=to_create[-1].seq, raw_tokens=session.raw_tokens + added_tokens,
+                  last_activity_at=now, **figures)
     record(session, actor, MessagesAppended(
         input_tokens=session.input_tokens,
         count=len(to_create),
@@ -194,7 +196,7 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
 # model's (session, seq) ordering SQLite walked the whole session's seq index instead of probing the unique
 # (session, client_id) index, so appends slowed as sessions grew (tests/test_query_plans.py).
 STORED_WITH_IDS_SQL = (
-    'SELECT "client_id", "seq", "digest", "tokens" FROM "ctx_sessions_message" '
+    f'SELECT "client_id", "seq", "digest", "tokens" FROM "{Message._meta.db_table}" '
     'WHERE "session_id" = %s AND "client_id" IN ({})'
 )
 

@@ -341,7 +341,8 @@ def split_turns(items: list) -> list[list]:
 
 
 def visible_messages(session: Session, after_seq: int, as_of: int | None = None):
-    """Stored messages that may reach the model: after the checkpoint, included, not system.
+    """Stored messages that may reach the model: after the checkpoint, included, not system (VISIBLE_SQL
+    below says the same for the reads written as SQL).
 
     A range scan over the (session, seq) unique index.
     """
@@ -401,23 +402,27 @@ def as_text(field: str) -> Cast:
     return Cast(field, TextField())
 
 
-# The read of every model input: visible_messages' conditions, StoredMessage's columns, the JSON columns as
-# their text. Written as SQL: building it through the ORM (and converting each row's booleans) was a
-# fifth of a 240-message input's build; tests/test_model_input_from_values.py compares every response
-# byte for byte with the input built from Message instances.
+# visible_messages' conditions written as SQL, for the two reads below that every model input and every
+# append make: parameters session id, the seq after which to read, Role.SYSTEM.
+VISIBLE_SQL = (f'FROM "{Message._meta.db_table}" WHERE "session_id" = %s AND "seq" > %s AND "include_in_messages" '
+               'AND "role" <> %s')
+
+# The read of every model input: StoredMessage's columns, the JSON columns as their text. Written as SQL:
+# building it through the ORM (and converting each row's booleans) was a fifth of a 240-message input's
+# build; tests/test_model_input_from_values.py compares every response byte for byte with the input built
+# from Message instances.
 STORED_MESSAGES_SQL = (
     'SELECT "seq", "role", CAST("content" AS text), "tokens", "client_id", CAST("tool_calls" AS text), '
-    'CAST("tool_call_tokens" AS text), "tool_call_id", "call_seq", "name", "is_error", "has_content" '
-    'FROM "ctx_sessions_message" WHERE "session_id" = %s AND "seq" > %s{as_of} AND "include_in_messages" '
-    'AND "role" <> %s ORDER BY "seq"'
+    f'CAST("tool_call_tokens" AS text), "tool_call_id", "call_seq", "name", "is_error", "has_content" {VISIBLE_SQL}'
 )
 
 
 def stored_messages(session: Session, after_seq: int, as_of: int | None = None) -> list[StoredMessage]:
     """The visible messages after `after_seq` (up to `as_of`) as the model input sends them."""
-    params = [session.pk, after_seq, *([] if as_of is None else [as_of]), Role.SYSTEM]
+    up_to = "" if as_of is None else ' AND "seq" <= %s'
     with connection.cursor() as cursor:
-        cursor.execute(STORED_MESSAGES_SQL.format(as_of="" if as_of is None else ' AND "seq" <= %s'), params)
+        cursor.execute(f'{STORED_MESSAGES_SQL}{up_to} ORDER BY "seq"',
+                       [session.pk, after_seq, Role.SYSTEM, *([] if as_of is None else [as_of])])
         rows = cursor.fetchall()
     # Each JSON column decoded in one parse of an array of its values: per row, json.loads' own overhead
     # was half of the decoding.
@@ -684,20 +689,19 @@ def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool 
 RECENT_ROWS = 16
 
 # The read of every append's stored figures: the last RECENT_ROWS visible rows before the new ones, newest
-# first, through the (session, seq) index (visible_messages' conditions, _Row's columns). Written as SQL
-# because building it through the ORM (related manager, filters, annotations, slice, compiler) took 0.68
-# ms of CPU against 0.04 ms to run it; tests/test_hot_path_sql.py compares it with the ORM's rows.
+# first, through the (session, seq) index (_Row's columns). Written as SQL because building it through the
+# ORM (related manager, filters, annotations, slice, compiler) took 0.68 ms of CPU against 0.04 ms to run
+# it; tests/test_hot_path_sql.py compares it with the ORM's rows.
 RECENT_ROWS_SQL = (
     'SELECT "seq", "role", "tokens", CAST("call_ids" AS text), CAST("tool_call_tokens" AS text), "tool_call_id", '
-    '"call_seq", "has_content" FROM "ctx_sessions_message" WHERE "session_id" = %s AND "seq" > %s AND "seq" < %s '
-    f'AND "include_in_messages" AND "role" <> %s ORDER BY "seq" DESC LIMIT {RECENT_ROWS}'
+    f'"call_seq", "has_content" {VISIBLE_SQL} AND "seq" < %s ORDER BY "seq" DESC LIMIT {RECENT_ROWS}'
 )
 
 
 def recent_visible_rows(session: Session, before_seq: int) -> list[_Row]:
     """The last RECENT_ROWS visible messages before `before_seq` (after the checkpoint), newest first."""
     with connection.cursor() as cursor:
-        cursor.execute(RECENT_ROWS_SQL, [session.pk, session.checkpoint_last_seq, before_seq, Role.SYSTEM])
+        cursor.execute(RECENT_ROWS_SQL, [session.pk, session.checkpoint_last_seq, Role.SYSTEM, before_seq])
         return [_Row(row) for row in cursor.fetchall()]
 
 

@@ -1,16 +1,25 @@
-"""Model instances from rows as the database returned them, for the statements of the hot path that are
-written as SQL (sessions/api_keys.py, sessions/session_store.py): each column converted as the ORM's
-compiler converts it (dates, booleans and JSON on SQLite), without a queryset."""
+"""Rows of the hot path written as SQL rather than built through the ORM, whose querysets cost several
+times what running them does (sessions/api_keys.py, session_store.py, events.py): a model's columns,
+an UPDATE and an INSERT of some of its fields, each value adapted by its field as the ORM adapts it, and
+instances made from the rows read, each column converted as the ORM's compiler converts it (dates,
+booleans and JSON on SQLite). tests/test_hot_path_sql.py and tests/test_auth_sql.py compare them with
+the ORM's."""
 
 import functools
 
-from django.db import models
+from django.db import connections, models, router
+
+
+def columns(model, alias: str = "") -> str:
+    """The model's concrete columns, in order, quoted (and qualified by `alias`), for a SELECT."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f'{prefix}"{field.column}"' for field in model._meta.concrete_fields)
 
 
 @functools.lru_cache(maxsize=16)  # per connection: a thread has its own; a few are alive at a time
 def _converters(model, db) -> list[tuple]:
     """Each column of `model`, with the functions that turn what the database returns into what the ORM
-    gives (dates, booleans and JSON on SQLite), as the ORM's compiler finds them."""
+    gives, as the ORM's compiler finds them."""
     found = []
     for field in model._meta.concrete_fields:
         column = field.get_col(model._meta.db_table)
@@ -26,3 +35,31 @@ def instance_from_row(model, values, db) -> models.Model:
             value = convert(value, column, db)
         converted.append(value)
     return model.from_db(db.alias, [f.attname for f in model._meta.concrete_fields], converted)
+
+
+def update_fields(instance: models.Model, **values) -> None:
+    """Set these fields of `instance` and write them with one UPDATE of its row."""
+    model = type(instance)
+    fields = [model._meta.get_field(name) for name in values]
+    db = connections[router.db_for_write(model)]
+    assignments = ", ".join(f'"{field.column}" = %s' for field in fields)
+    params = [field.get_db_prep_save(value, db) for field, value in zip(fields, values.values(), strict=True)]
+    with db.cursor() as cursor:
+        cursor.execute(f'UPDATE "{model._meta.db_table}" SET {assignments} WHERE "id" = %s', [*params, instance.pk])
+    for name, value in values.items():
+        setattr(instance, name, value)
+
+
+def insert(instance: models.Model, names: tuple[str, ...]) -> None:
+    """Store a new `instance` with one INSERT of the fields `names` (the others take the table's
+    defaults), and give it the id the database chose."""
+    model = type(instance)
+    fields = [model._meta.get_field(name) for name in names]
+    db = connections[router.db_for_write(model)]
+    params = [field.get_db_prep_save(getattr(instance, field.attname), db) for field in fields]
+    names_sql = ", ".join(f'"{field.column}"' for field in fields)
+    with db.cursor() as cursor:
+        cursor.execute(f'INSERT INTO "{model._meta.db_table}" ({names_sql}) VALUES ({", ".join(["%s"] * len(fields))}) '
+                       'RETURNING "id"', params)
+        instance.pk = cursor.fetchone()[0]
+    instance._state.adding, instance._state.db = False, db.alias

@@ -3,7 +3,7 @@ cost several times running them) do what the ORM's did: the session row by key
 (sessions.session_store.get_session), the stored figures' last visible rows
 (sessions.model_input.recent_visible_rows), the duplicate-id check (sessions.append.stored_with_ids), on a
 session with a checkpoint, system messages, messages left out of the model input, tool calls and their
-results, and a gap of invisible rows; the figures' UPDATE (save_session_fields); the event row
+results, and a gap of invisible rows; the figures' UPDATE (rows.update_fields); the event row
 (events.record); and the insert, one statement, COPY on PostgreSQL, that stores every value as sent."""
 
 import json
@@ -99,12 +99,12 @@ def test_a_session_read_by_key_is_the_orm_s_session(project, session):
 def test_the_figures_an_append_writes_read_back_as_written(session):
     from datetime import UTC, datetime
 
-    from sessions.session_store import save_session_fields
+    from sessions.rows import update_fields
 
     values = {"message_count": session.message_count, "raw_tokens": 12_345, "input_tokens": 678,
               "input_left_out": [{"seq": 3, "reason": "unanswered_tool_call", "detail": "é \u2028 \"quoted\""}],
               "last_activity_at": datetime(2026, 12, 1, 16, 30, 5, 123456, tzinfo=UTC), "written_by_application": True}
-    save_session_fields(session, **values)
+    update_fields(session, **values)
     assert {name: getattr(session, name) for name in values} == values
     stored = Session.objects.get(pk=session.pk)
     assert {name: getattr(stored, name) for name in values} == values
