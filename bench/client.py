@@ -39,6 +39,18 @@ def call(port: int, method: str, path: str, body: bytes | None = None, secret: s
         conn.close()
 
 
+def stop_process(process: subprocess.Popen | None, timeout: float) -> None:
+    """Ask a server process to exit (SIGTERM), and kill it when it has not within `timeout` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 # The measurements send far more than any one application would through their single API key; they
 # measure the server, so its rate limits are off (the UPDATE that keeps the buckets still runs).
 UNLIMITED = {"CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE": "0", "CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE": "0"}
@@ -104,14 +116,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait(timeout=10)
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process, timeout=20)
 
     def kill(self) -> None:
         """SIGKILL the master and every worker at once, as a crash or an OOM kill would: no request

@@ -187,13 +187,9 @@ class Phoenix:
         raise RuntimeError(f"phoenix did not answer within {timeout:.0f} s")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        from bench.client import stop_process
+
+        stop_process(self.process, timeout=30)
 
     def graphql(self, query: str, variables: dict) -> tuple[dict, float]:
         from bench.client import call
