@@ -2,14 +2,16 @@
 
 import base64
 import binascii
+import json
 from datetime import datetime
 
+import orjson
 from django.db.models import Q
 from django.http import HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
 from ninja import Path, Query, Router
 from ninja.renderers import JSONRenderer
-from ninja.responses import Status
+from ninja.responses import NinjaJSONEncoder, Status
 from pydantic_core import PydanticCustomError
 
 from . import schemas as s
@@ -225,12 +227,31 @@ def model_input_json(request, response: HttpResponse, body: dict) -> HttpRespons
     """The model input's response, as ninja would render it from ModelInputOut, without walking its
     messages through the schema: they are plain JSON values our renderers made (sessions/formats.py),
     which the schema takes as they are (a list of dicts of anything), and validating and dumping them
-    again cost as much as serializing them. Every other field goes through the schema.
-    tests/api/test_model_input.py compares the bytes with ninja's own rendering."""
+    again cost as much as serializing them. Every other field goes through the schema and the API's
+    renderer (ninja's), in the schema's order; the messages are serialized by orjson (messages_json).
+    tests/api/test_model_input.py compares the response with ninja's own rendering."""
     head = s.ModelInputOut.model_validate({**body, "messages": []}).model_dump()
-    head["messages"] = body["messages"]
-    response.content = RENDERER.render(request, head, response_status=200)  # the API's renderer (ninja's)
+
+    def field(name, value) -> bytes:
+        value = messages_json(body["messages"]) if name == "messages" else render(value)
+        return render(name) + b": " + value
+
+    def render(value) -> bytes:
+        return RENDERER.render(request, value, response_status=200).encode()
+
+    response.content = b"{" + b", ".join(field(name, value) for name, value in head.items()) + b"}"
     return response
+
+
+def messages_json(messages: list) -> bytes:
+    """The model input's messages as JSON. orjson writes them about 15 times as fast as the standard
+    library (a 727-message input: 0.07 against 1.0 ms), which was the largest step of a fetch after the
+    read; it writes UTF-8 rather than \\u escapes, and no spaces. What it refuses (an integer past 64
+    bits, a lone surrogate stored on SQLite) goes through the standard library, as before."""
+    try:
+        return orjson.dumps(messages)
+    except orjson.JSONEncodeError:
+        return json.dumps(messages, cls=NinjaJSONEncoder).encode()
 
 
 @router.post("/sessions/{key}/compact",

@@ -1,6 +1,9 @@
 """GET /api/v1/sessions/{key}/model-input?format=&as_of=: the model input with its token
 totals, the checkpoint used and what was left out."""
 
+import json
+
+import orjson
 import pytest
 
 from sessions.models import Message
@@ -276,10 +279,11 @@ def test_an_empty_session_has_nothing_to_send_to_either_provider(api):
 
 
 @pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic", "openai-responses"])
-def test_the_response_is_the_bytes_ninja_renders_from_the_schema(imported_files, fmt):
-    """The model input's messages skip the response schema (sessions.api.model_input_json); every
-    imported transcript's input, in each format, with and without a checkpoint, is byte for byte what
-    ninja renders from ModelInputOut with them validated and dumped."""
+def test_the_response_is_what_ninja_renders_from_the_schema(imported_files, fmt):
+    """The model input's messages skip the response schema and are written by orjson
+    (sessions.api.model_input_json); every imported transcript's input, in each format, with and without
+    a checkpoint, is the JSON value ninja renders from ModelInputOut with them validated and dumped, its
+    fields in the same order, and everything but the messages byte for byte the same."""
     from ninja.renderers import JSONRenderer
 
     from ctxweb.api import api as ninja_api
@@ -302,7 +306,35 @@ def test_the_response_is_the_bytes_ninja_renders_from_the_schema(imported_files,
             assert response.status_code == 200, response.content[:300]
             body = model_input_response(build_model_input(session), fmt)
             expected = JSONRenderer().render(None, ModelInputOut.model_validate(body).model_dump(), response_status=200)
-            assert response.content.decode() == expected, (project.name, session.key)
+            got, want = json.loads(response.content), json.loads(expected)
+            assert got == want, (project.name, session.key)
+            assert list(got) == list(want)  # the schema's order
+            # Only the messages' bytes differ: orjson's (no spaces, UTF-8) where ninja's renderer wrote its own.
+            assert response.content.decode().replace(orjson.dumps(want["messages"]).decode(),
+                                                     json.dumps(want["messages"])) == expected, (project.name, session.key)
             assert response["Content-Type"] == "application/json; charset=utf-8" and response["ETag"]
             compared.add((bool(body["checkpoint"]), bool(body["omitted"]), bool(body["pending_tool_calls"])))
     assert (True, False, False) in compared or (True, True, False) in compared  # a checkpoint was compared
+
+
+@pytest.mark.parametrize("messages", [
+    [{"role": "user", "content": "caf\u00e9 \u2013 \U0001f600 \"quoted\" \\ \n"}],
+    [{"role": "user", "content": "a lone surrogate \ud800 (SQLite can hold one)"}],  # orjson refuses it
+    [{"role": "tool", "content": "x", "big": 2 ** 70}],  # past 64 bits: orjson refuses it
+], ids=["unicode", "lone surrogate", "big integer"])
+def test_the_messages_json_is_the_same_value_whichever_writer_took_it(messages):
+    """orjson writes the model input's messages; what it refuses goes to the standard library, and
+    either way a client reads back exactly what was rendered."""
+    from sessions.api import messages_json
+
+    assert json.loads(messages_json(messages)) == messages
+
+
+@pytest.mark.parametrize("text", [
+    '["caf\\u00e9", "\\ud83d\\ude00", [{"type": "text", "text": "t"}], null]',
+    '["\\ud800 escaped alone"]',  # SQLite keeps a lone surrogate escaped; orjson refuses to read it
+], ids=["escapes", "lone surrogate"])
+def test_stored_json_columns_read_the_same_as_the_standard_library_reads_them(text):
+    from sessions.model_input import _json_values
+
+    assert _json_values(text) == json.loads(text)
