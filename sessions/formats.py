@@ -80,19 +80,21 @@ def _short_url(url: str) -> str:
 
 def to_openai(model_input: ModelInput) -> list[dict]:
     out = []
+    # The roles as plain strings, looked up once: an input can hold thousands of entries.
+    assistant, tool = str(Role.ASSISTANT), str(Role.TOOL)
     for entry in model_input.entries:
         role = provider_role(entry.role)
-        message = {"role": role}
-        if role == Role.ASSISTANT and entry.tool_calls:
-            content = _openai_content(entry.content, role)
-            message["content"] = content if content else None
-            message["tool_calls"] = [
+        content = entry.content
+        if type(content) is not str:
+            content = _openai_content(content, role)
+        if role == assistant and entry.tool_calls:
+            message = {"role": role, "content": content if content else None, "tool_calls": [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                 for c in entry.tool_calls
-            ]
+            ]}
         else:
-            message["content"] = _openai_content(entry.content, role)
-        if role == Role.TOOL:
+            message = {"role": role, "content": content}
+        if role == tool:
             message["tool_call_id"] = entry.tool_call_id
         elif entry.name:
             message["name"] = openai_name(entry.name)

@@ -40,6 +40,7 @@ def workflow(schema):
     """The state machine of `schema`, built when the test runs (loading the schema when the module is
     collected costs seconds in every xdist worker)."""
     append = schema["/api/v1/sessions/{key}/messages"]["POST"]
+    requests = schema["/api/v1/sessions/{key}/requests"]["GET"]
 
     class Workflow(schema.as_state_machine()):
         """The generated state machine with an API key on every call and our checks, counting the requests
@@ -72,6 +73,12 @@ def workflow(schema):
                 record_requests(Session.objects.get(key="chat").project, [CapturedRequest(
                     "chat", "fuzz-request-1", "request_log", datetime(2026, 1, 1, tzinfo=UTC),
                     [{"role": "user", "content": CONVERSATION[0]["content"]}])])
+                # Its list, so a chain can follow the link to one recorded request from the start: whether
+                # a generated chain lists this session's requests at all is up to the version of
+                # Hypothesis and schemathesis installed (schemathesis 4.32 never did).
+                listed = requests.Case(path_parameters={"key": "chat"})
+                self.recorder.record_case(case=listed)
+                self.step(StepInput.initial(listed))
             return output
 
         def get_call_kwargs(self, case):
