@@ -305,7 +305,7 @@ def test_a_turn_with_a_tool_call_is_kept_whole_when_it_fits(append, summarizer):
     assert message_seqs(mi) == [3, 4, 5, 6, 7]
     call_entry, result_entry = mi.entries[2], mi.entries[3]
     assert call_entry.tool_calls == [call("call_order", "get_order", '{"id": 7}')]
-    assert call_entry.dropped_calls == []
+    assert not call_entry.dropped_calls
     assert result_entry.tool_call_id == "call_order"
     assert mi.omitted == []
     assert openai_input_problems(to_openai(mi)) == []
