@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import orjson
-from django.db import connection
+from django.db import connection, connections, router
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from .errors import DomainError
 from .message_sizes import for_page
 from .models import Checkpoint, Message, Role, Session
+from .rows import columns, instance_from_row
 from .tokens import REPLY_PRIMING, count_message
 
 SUMMARY_PREFIX = "Summary of the earlier conversation, covering messages {first}–{last}:\n\n"
@@ -315,10 +316,20 @@ def kept_tokens(item, left_out_ids) -> int:
 
 
 def latest_checkpoint(session: Session, as_of: int | None = None) -> Checkpoint | None:
-    checkpoints = session.checkpoints.all()
-    if as_of is not None:
-        checkpoints = checkpoints.filter(created_at_seq__lte=as_of)
-    return checkpoints.order_by("-last_seq").first()
+    """The checkpoint the model input starts from (as of message `as_of`): of every fetch after a
+    compaction. Written as SQL: through the ORM (a related manager, a filter, `first`) it took 0.39 ms
+    against about a third of that; tests/test_hot_path_sql.py compares the two."""
+    db = connections[router.db_for_read(Checkpoint, instance=session)]
+    up_to = "" if as_of is None else ' AND "created_at_seq" <= %s'
+    with db.cursor() as cursor:
+        cursor.execute(f'SELECT {columns(Checkpoint)} FROM "{Checkpoint._meta.db_table}" WHERE "session_id" = %s'
+                       f'{up_to} ORDER BY "last_seq" DESC LIMIT 1', [session.pk, *([] if as_of is None else [as_of])])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    checkpoint = instance_from_row(Checkpoint, row, db)
+    checkpoint.session = session  # as the related manager gives it
+    return checkpoint
 
 
 def check_as_of(session: Session, as_of: int | None) -> None:

@@ -153,3 +153,32 @@ def test_an_event_is_stored_as_the_orm_stored_it(session):
     assert stored.created_at == event.created_at and event_data(stored) == data
     assert event._state.adding is False and Event.objects.filter(session=session).latest("id").pk == event.pk
     assert record(session, "", data).actor == "system"
+
+
+def test_the_latest_checkpoint_is_the_orm_s(project, session):
+    """The checkpoint the model input starts from, now and as of each message, with its lost facts and
+    its date, is the one (and the same values) the ORM's related manager finds."""
+    from django.forms.models import model_to_dict
+
+    from sessions.model_input import latest_checkpoint
+
+    compact(session, force=True, max_tokens=400, keep_recent_tokens=100, summary="and then more")
+    session = Session.objects.get(pk=session.pk)
+    assert session.checkpoints.count() == 2
+    found_any = found_none = False
+    for as_of in [None, *range(0, session.message_count + 1)]:
+        expected = session.checkpoints.all()
+        if as_of is not None:
+            expected = expected.filter(created_at_seq__lte=as_of)
+        expected = expected.order_by("-last_seq").first()
+        found = latest_checkpoint(session, as_of)
+        if expected is None:
+            assert found is None, as_of
+            found_none = True
+            continue
+        assert model_to_dict(found) == model_to_dict(expected), as_of
+        assert (found.pk, found.created_at, found.lost_facts, found.session) == (
+            expected.pk, expected.created_at, expected.lost_facts, session), as_of
+        assert found._state.adding is False and found._state.db == "default"
+        found_any = True
+    assert found_any and found_none
