@@ -21,7 +21,7 @@ from django.db.models.functions import Cast
 from .errors import DomainError
 from .message_sizes import for_page
 from .models import Checkpoint, Message, Role, Session
-from .rows import columns, instance_from_row
+from .rows import first, select
 from .tokens import REPLY_PRIMING, count_message
 
 SUMMARY_PREFIX = "Summary of the earlier conversation, covering messages {first}–{last}:\n\n"
@@ -319,16 +319,12 @@ def latest_checkpoint(session: Session, as_of: int | None = None) -> Checkpoint 
     """The checkpoint the model input starts from (as of message `as_of`): of every fetch after a
     compaction. Written as SQL: through the ORM (a related manager, a filter, `first`) it took 0.39 ms
     against about a third of that; tests/test_hot_path_sql.py compares the two."""
-    db = connections[router.db_for_read(Checkpoint, instance=session)]
     up_to = "" if as_of is None else ' AND "created_at_seq" <= %s'
-    with db.cursor() as cursor:
-        cursor.execute(f'SELECT {columns(Checkpoint)} FROM "{Checkpoint._meta.db_table}" WHERE "session_id" = %s'
-                       f'{up_to} ORDER BY "last_seq" DESC LIMIT 1', [session.pk, *([] if as_of is None else [as_of])])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    checkpoint = instance_from_row(Checkpoint, row, db)
-    checkpoint.session = session  # as the related manager gives it
+    checkpoint = first(Checkpoint, f'{select(Checkpoint)} WHERE "session_id" = %s{up_to} ORDER BY "last_seq" DESC LIMIT 1',
+                       [session.pk, *([] if as_of is None else [as_of])],
+                       connections[router.db_for_read(Checkpoint, instance=session)])
+    if checkpoint is not None:
+        checkpoint.session = session  # as the related manager gives it
     return checkpoint
 
 
@@ -462,8 +458,9 @@ def _json_values(text: str) -> list:
 def stored_messages(session: Session, after_seq: int, as_of: int | None = None) -> list[StoredMessage]:
     """The visible messages after `after_seq` (up to `as_of`) as the model input sends them."""
     up_to = "" if as_of is None else ' AND "seq" <= %s'
-    with connection.cursor() as cursor:
-        cursor.execute(f'{stored_messages_sql(connection.vendor)}{up_to} ORDER BY "seq"',
+    db = connections[router.db_for_read(Message, instance=session)]  # where the checkpoint and session are read
+    with db.cursor() as cursor:
+        cursor.execute(f'{stored_messages_sql(db.vendor)}{up_to} ORDER BY "seq"',
                        [session.pk, after_seq, Role.SYSTEM, *([] if as_of is None else [as_of])])
         rows = cursor.fetchall()
     # Each JSON column decoded in one parse of an array of its values: per row, json.loads' own overhead

@@ -1,6 +1,6 @@
 """Rows of the hot path written as SQL rather than built through the ORM, whose querysets cost several
-times what running them does (sessions/api_keys.py, session_store.py, events.py): a model's columns,
-an UPDATE and an INSERT of some of its fields, each value adapted by its field as the ORM adapts it, and
+times what running them does (sessions/api_keys.py, session_store.py, events.py, model_input.py): a
+model's columns, the first of its rows a SELECT reads, an UPDATE and an INSERT of some of its fields, each value adapted by its field as the ORM adapts it, and
 instances made from the rows read, each column converted as the ORM's compiler converts it (dates,
 booleans and JSON on SQLite). tests/test_hot_path_sql.py and tests/test_auth_sql.py compare them with
 the ORM's."""
@@ -14,6 +14,20 @@ def columns(model, alias: str = "") -> str:
     """The model's concrete columns, in order, quoted (and qualified by `alias`), for a SELECT."""
     prefix = f"{alias}." if alias else ""
     return ", ".join(f'{prefix}"{field.column}"' for field in model._meta.concrete_fields)
+
+
+def select(model) -> str:
+    """`SELECT` of the model's concrete columns `FROM` its table, for `first` (a WHERE clause follows)."""
+    return f'SELECT {columns(model)} FROM "{model._meta.db_table}"'
+
+
+def first(model, sql: str, params: list, db) -> models.Model | None:
+    """The instance of `model` made from the first row `sql` (a `select(model)` with its conditions)
+    reads on the database `db`, or None when it reads none."""
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else instance_from_row(model, row, db)
 
 
 @functools.lru_cache(maxsize=16)  # per connection: a thread has its own; a few are alive at a time

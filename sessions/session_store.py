@@ -11,7 +11,7 @@ from .event_types import SessionCreated, SessionUpdated
 from .events import record
 from .model_input import refresh_input_tokens
 from .models import SESSION_KEY_RE, SESSION_KEY_RULE, Project, Role, Session
-from .rows import columns, instance_from_row
+from .rows import first, select
 from .schemas import SessionIn
 from .tokens import REPLY_PRIMING, count_message
 from .validation import validated
@@ -30,12 +30,9 @@ def get_session(project: Project, key: str, *, for_update: bool = False, importi
     to that import (`importing`); anyone else is told to wait for it."""
     check_key(key)
     db = connections[router.db_for_write(Session) if for_update else router.db_for_read(Session)]
-    with db.cursor() as cursor:
-        cursor.execute(session_sql(for_update and db.features.has_select_for_update), [project.pk, key])
-        row = cursor.fetchone()
-    if row is None:
+    session = first(Session, session_sql(for_update and db.features.has_select_for_update), [project.pk, key], db)
+    if session is None:
         raise NotFound(f"No session {key!r} in this project.", code="session_not_found") from None
-    session = instance_from_row(Session, row, db)
     session.project = project
     if session.being_imported and not importing:
         raise Conflict(
@@ -51,7 +48,7 @@ def session_sql(for_update: bool) -> str:
     written as SQL: building it through the ORM (a queryset, a join to the project the caller already
     holds, `get`'s limit and compiler) took 0.4 ms of CPU against 0.05 ms for this, each column converted
     as the ORM converts it (sessions/rows.py). tests/test_hot_path_sql.py compares the two."""
-    sql = f'SELECT {columns(Session)} FROM "{Session._meta.db_table}" WHERE "project_id" = %s AND "key" = %s'
+    sql = f'{select(Session)} WHERE "project_id" = %s AND "key" = %s'
     return sql + " FOR UPDATE" if for_update else sql
 
 
