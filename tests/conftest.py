@@ -148,6 +148,7 @@ def on_postgresql() -> bool:
 # The longest test files, started first: `make test` gives each process a file at a time (pytest-xdist
 # --dist loadfile), in this order, so no core is left waiting alone for a long file at the end.
 LONGEST_FIRST = (
+    "tests/browser/test_accessibility.py",
     "tests/browser/test_xss_corpus.py",
     "tests/api/test_stateful.py",
     "tests/dashboard/test_xss_corpus.py",
