@@ -4,7 +4,7 @@ import json
 import re
 
 from .errors import Conflict
-from .model_input import ModelInput
+from .model_input import ModelInput, StoredText
 from .models import Role
 from .tokens import NOT_NAME_CHARACTER, openai_name, provider_role
 
@@ -85,7 +85,7 @@ def to_openai(model_input: ModelInput) -> list[dict]:
     for entry in model_input.entries:
         role = provider_role(entry.role)
         content = entry.content
-        if type(content) is not str:
+        if type(content) is not str and type(content) is not StoredText:  # a string as stored is sent as it is
             content = _openai_content(content, role)
         if role == assistant and entry.tool_calls:
             message = {"role": role, "content": content if content else None, "tool_calls": [

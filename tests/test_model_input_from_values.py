@@ -23,7 +23,7 @@ DATA = Path(__file__).resolve().parent / "data" / "transcripts"
 FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl", ".traj"))
 
 
-def from_instances(session, after_seq, as_of=None):
+def from_instances(session, after_seq, as_of=None, *, text_as_stored=False):
     """The reference: the visible messages as Message instances, every field loaded."""
     return list(visible_messages(session, after_seq, as_of))
 
