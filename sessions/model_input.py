@@ -258,11 +258,14 @@ def check_validity(items) -> _Verdict:
     keep = [True] * n
     omitted: list[tuple[int, Omission]] = []
     answered: dict[int, set] = defaultdict(set)
+    # The roles as plain strings, looked up once (as in formats.to_openai): an input can hold thousands
+    # of items, and each lookup of an enum member costs more than the comparison.
+    assistant, tool = str(Role.ASSISTANT), str(Role.TOOL)
     open_call = None  # the assistant item whose results may still follow
     for i, item in enumerate(items):
-        if item.role == Role.ASSISTANT:
+        if item.role == assistant:
             open_call = i if item.call_ids else None
-        elif item.role == Role.TOOL:
+        elif item.role == tool:
             a = open_call
             ok = (
                 a is not None
@@ -281,12 +284,12 @@ def check_validity(items) -> _Verdict:
     # The newest assistant message's calls may still be answered (by results the application is about
     # to append) when nothing but results follows it: pending, not dropped. Either way no provider takes
     # a call without its result, so both are left out of the request.
-    newest = next((i for i in range(n - 1, -1, -1) if items[i].role == Role.ASSISTANT), None)
-    pending_allowed = newest is not None and all(items[j].role == Role.TOOL for j in range(newest + 1, n))
+    newest = next((i for i in range(n - 1, -1, -1) if items[i].role == assistant), None)
+    pending_allowed = newest is not None and all(items[j].role == tool for j in range(newest + 1, n))
     dropped: dict[int, list[str]] = {}
     pending: dict[int, list[str]] = {}
     for i, item in enumerate(items):
-        if item.role != Role.ASSISTANT or not item.call_ids:
+        if not item.call_ids or item.role != assistant:
             continue
         missing = [cid for cid in item.call_ids if cid not in answered[i]]
         if not missing:
@@ -428,19 +431,28 @@ VISIBLE_SQL = (f'FROM "{Message._meta.db_table}" WHERE "session_id" = %s AND "se
 # costs half as much and needs no decoding.
 CONTENT_SQL = {"postgresql": 'jsonb_typeof("content") = \'string\', "content" #>> \'{}\''}
 CONTENT_AS_JSON_SQL = 'NULL, CAST("content" AS text)'
+# On SQLite, for StoredText: whether the JSON text is a string (but the empty one), and the text.
+CONTENT_AS_STORED_SQL = 'substr("content", 1, 1) = \'"\' AND "content" <> \'""\', CAST("content" AS text)'
 
 
-def stored_messages_sql(vendor: str) -> str:
+def stored_messages_sql(vendor: str, text_as_stored: bool = False) -> str:
     """The read of every model input: StoredMessage's columns, the content as above, the other JSON
     columns as their text and the two booleans as 0 and 1 (so SQLite's driver calls no converter per
     value). Written as SQL: building it through the ORM (and converting each row's booleans) was a fifth
     of a 240-message input's build; tests/test_model_input_from_values.py compares every response byte for
     byte with the input built from Message instances."""
     return (
-        f'SELECT "seq", "role", {CONTENT_SQL.get(vendor, CONTENT_AS_JSON_SQL)}, "tokens", "client_id", '
+        f'SELECT "seq", "role", {content_sql(vendor, text_as_stored)}, "tokens", "client_id", '
         'CAST("tool_calls" AS text), CAST("tool_call_tokens" AS text), "tool_call_id", "call_seq", "name", '
         f'CAST("is_error" AS integer), CAST("has_content" AS integer) {VISIBLE_SQL}'
     )
+
+
+def content_sql(vendor: str, text_as_stored: bool) -> str:
+    """The two columns of a stored message's content (see CONTENT_SQL)."""
+    if vendor == "sqlite" and text_as_stored:
+        return CONTENT_AS_STORED_SQL
+    return CONTENT_SQL.get(vendor, CONTENT_AS_JSON_SQL)
 
 
 def _json_values(text: str) -> list:
@@ -476,11 +488,6 @@ class StoredText:
 TEXT_AS_STORED_FORMATS = ("ctxweb", "openai")
 
 
-def _stored_string(text: str | None) -> bool:
-    """Whether a content's stored JSON text is a string, and not the empty one (which renderers test)."""
-    return text is not None and text[0] == '"' and text != '""'
-
-
 def stored_messages(session: Session, after_seq: int, as_of: int | None = None, *,
                     text_as_stored: bool = False) -> list[StoredMessage]:
     """The visible messages after `after_seq` (up to `as_of`) as the model input sends them; with
@@ -488,18 +495,15 @@ def stored_messages(session: Session, after_seq: int, as_of: int | None = None, 
     up_to = "" if as_of is None else ' AND "seq" <= %s'
     db = connections[router.db_for_read(Message, instance=session)]  # where the checkpoint and session are read
     with db.cursor() as cursor:
-        cursor.execute(f'{stored_messages_sql(db.vendor)}{up_to} ORDER BY "seq"',
+        cursor.execute(f'{stored_messages_sql(db.vendor, text_as_stored)}{up_to} ORDER BY "seq"',
                        [session.pk, after_seq, Role.SYSTEM, *([] if as_of is None else [as_of])])
         rows = cursor.fetchall()
     # Each JSON column decoded in one parse of an array of its values: per row, json.loads' own overhead
     # was half of the decoding. A content read as its own text is not decoded.
-    if text_as_stored and db.vendor == "sqlite":  # it holds the JSON text itself (row[2] is NULL)
-        decoded = iter(_json_values("[" + ",".join(
-            "null" if row[3] is None else row[3] for row in rows if not _stored_string(row[3])) + "]"))
-        contents = [StoredText(row[3]) if _stored_string(row[3]) else next(decoded) for row in rows]
-    else:
-        decoded = iter(_json_values("[" + ",".join(
-            "null" if row[3] is None else row[3] for row in rows if not row[2]) + "]"))
+    decoded = iter(_json_values("[" + ",".join("null" if row[3] is None else row[3] for row in rows if not row[2]) + "]"))
+    if text_as_stored and db.vendor == "sqlite":  # row[2]: a string's JSON text (CONTENT_AS_STORED_SQL)
+        contents = [StoredText(row[3]) if row[2] else next(decoded) for row in rows]
+    else:  # row[2]: a string's own text (PostgreSQL)
         contents = [row[3] if row[2] else next(decoded) for row in rows]
     tool_calls, call_tokens = (
         _json_values("[" + ",".join("[]" if row[column] is None else row[column] for row in rows) + "]")
