@@ -385,7 +385,7 @@ EMPTY_JSON_LIST = ("[]", "")
 
 def _json_list(text: str | None) -> list:
     # Most messages have no tool calls: their empty lists are not decoded.
-    return [] if text is None or text in EMPTY_JSON_LIST else json.loads(text)
+    return [] if text is None or text in EMPTY_JSON_LIST else _json_values(text)
 
 
 class StoredMessage:

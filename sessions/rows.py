@@ -1,9 +1,9 @@
 """Rows of the hot path written as SQL rather than built through the ORM, whose querysets cost several
 times what running them does (sessions/api_keys.py, session_store.py, events.py, model_input.py): a
-model's columns, the first of its rows a SELECT reads, an UPDATE and an INSERT of some of its fields, each value adapted by its field as the ORM adapts it, and
-instances made from the rows read, each column converted as the ORM's compiler converts it (dates,
-booleans and JSON on SQLite). tests/test_hot_path_sql.py and tests/test_auth_sql.py compare them with
-the ORM's."""
+model's columns, the first of its rows a SELECT reads, an UPDATE and an INSERT of some of its fields
+(each value adapted by its field as the ORM adapts it), and instances made from the rows read (each
+column converted as the ORM's compiler converts it: dates, booleans and JSON on SQLite).
+tests/test_hot_path_sql.py and tests/test_auth_sql.py compare them with the ORM's."""
 
 import functools
 

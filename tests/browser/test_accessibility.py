@@ -1,10 +1,11 @@
 """WCAG 2.2 AA with axe-core (the script bundled by axe-playwright-python): every dashboard page, and
 the htmx fragments as the session page shows them, the 400, 403, 404 and 500 pages, Django's admin and
-the API docs, as admin and viewer (an editor's pages are the admin's less its controls), on the demo data, in the light and the dark colour scheme: no
-violation of the rules tagged wcag2a, wcag2aa, wcag21a, wcag21aa and wcag22aa (one rule is left out for one
-state of the API docs, see docs_with_an_operation_open_violations). Then at a phone's 390x844 no page scrolls sideways and the
-header folds into a menu. Screenshots of the sessions list and a
-session page at 1440x900 (light and dark) and 390x844 go to test-artifacts/screenshots/."""
+the API docs, as admin and viewer (an editor's pages are the admin's less its controls), on the demo
+data, in the light and the dark colour scheme: no violation of the rules tagged wcag2a, wcag2aa,
+wcag21a, wcag21aa and wcag22aa (one rule is left out for one state of the API docs, see
+docs_with_an_operation_open_violations). Then at a phone's 390x844 no page scrolls sideways and the
+header folds into a menu. Screenshots of the sessions list and a session page at 1440x900 (light and
+dark) and 390x844 go to test-artifacts/screenshots/."""
 
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
