@@ -210,6 +210,7 @@ def message_row(session: Session, seq: int, new: NewMessage, *, call_seq=None, c
         "content": new.content, "text": new.text, "has_content": new.has_content, "tool_calls": new.tool_calls,
         "call_ids": new.call_ids, "tool_call_id": new.tool_call_id, "tokens": new.tokens,
         "tool_call_tokens": new.tool_call_tokens, "digest": new.digest, "client_id": new.client_id,
+        "openai_message": new.openai_message,
     }
     fields.update(changes)
     return Message(

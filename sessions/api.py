@@ -22,12 +22,19 @@ from .compaction_runs import run_outcome, wait_for
 from .errors import DomainError, NotFound
 from .events import actor
 from .exports import export_response
-from .formats import model_input_response
+from .formats import model_input_response, stored_openai_response
 from .inspection import with_explanations
 from .listing import SessionFilters, find_sessions
 from .message_edits import update_message
 from .message_sizes import first_page
-from .model_input import TEXT_AS_STORED_FORMATS, StoredText, build_model_input, check_as_of, model_input_tag
+from .model_input import (
+    TEXT_AS_STORED_FORMATS,
+    StoredText,
+    build_model_input,
+    check_as_of,
+    latest_checkpoint,
+    model_input_tag,
+)
 from .models import CompactionRun, Session
 from .next_request import build_request
 from .request_records import get_request, render_request, request_page
@@ -219,6 +226,10 @@ def model_input(
     # A session never compacted has no checkpoint to look up: the count moves with every checkpoint stored,
     # and the tag above was made from the same row.
     checkpoint = None if not session.checkpoint_count else False
+    if format == "openai" and as_of is None:
+        checkpoint = checkpoint if checkpoint is None else latest_checkpoint(session)
+        if (body := stored_openai_response(session, checkpoint)) is not None:
+            return model_input_json(request, response, body)
     return model_input_json(request, response, model_input_response(
         build_model_input(session, as_of=as_of, checkpoint=checkpoint,
                           text_as_stored=format in TEXT_AS_STORED_FORMATS), format))

@@ -594,7 +594,7 @@ def build_model_input(
 
 # Part of every model-input tag: change it whenever the input or a format is rendered differently for
 # the same stored state, so a tag given out by an older release never matches.
-TAG_VERSION = "1"
+TAG_VERSION = "2"
 
 
 def model_input_tag(session: Session, fmt: str, as_of: int | None) -> str:

@@ -152,6 +152,13 @@ class Session(models.Model):
         )
 
 
+class MessageManager(models.Manager):
+    def get_queryset(self):
+        # A message's rendering for the model input is read only by that input's own SQL
+        # (formats.stored_openai_response): every other read leaves it, as big as the content, unread.
+        return super().get_queryset().defer("openai_message")
+
+
 class Message(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     seq = models.PositiveIntegerField()
@@ -181,6 +188,14 @@ class Message(models.Model):
     tool_call_tokens = models.JSONField(default=list, blank=True)  # per call, part of `tokens`
     reasoning_tokens = models.PositiveBigIntegerField(default=0)  # shown, not part of `tokens`
     digest = models.CharField(max_length=64)  # of the model-visible fields, for duplicate detection
+    # The message as the `openai` format of the model input sends it whole (sessions.formats.
+    # stored_openai_message), JSON text written when it is stored, so a fetch of that input writes it as it
+    # is instead of reading, checking and rendering every field again. NULL for a system message and
+    # where it could not be written; a fetch renders those as before. NULL, not "": the read counts the
+    # renderings it joins (count() leaves NULL out) and would join an empty one into invalid JSON.
+    openai_message = models.TextField(null=True, blank=True)  # noqa: DJ001
+
+    objects = MessageManager()
 
     class Meta:
         constraints = [

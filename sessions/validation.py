@@ -16,6 +16,7 @@ from pydantic import ValidationError as SchemaError
 
 from . import schemas
 from .errors import DomainError, TooLarge
+from .formats import stored_openai_message
 from .models import Role
 from .tokens import REPLY_PRIMING, MessageTokens, count_message
 
@@ -63,6 +64,11 @@ class NewMessage(SimpleNamespace):
     @property
     def call_ids(self) -> list[str]:
         return [call["id"] for call in self.tool_calls]
+
+    @property
+    def openai_message(self) -> str | None:
+        """As the `openai` model input sends it whole (Message.openai_message)."""
+        return stored_openai_message(self.role, self.content, self.tool_calls, self.tool_call_id, self.name)
 
     @property
     def has_content(self) -> bool:

@@ -139,6 +139,16 @@ def test_the_model_input_reads_only_the_messages_after_the_checkpoint(session):
 
 
 @pytest.mark.django_db
+def test_the_openai_model_input_reads_the_stored_renderings_after_the_checkpoint_in_seq_order(api, session):
+    sqls = captured(lambda: api.get(f"/sessions/{session.key}/model-input", query={"format": "openai"}),
+                    table="ctx_sessions_message", containing='"openai_message"')
+    assert len(sqls) == 1, sqls
+    assert_indexed(sqls)
+    if connection.vendor == "sqlite":
+        assert "(session_id=? AND seq>?)" in plan(sqls[0]), plan(sqls[0])
+
+
+@pytest.mark.django_db
 def test_a_raw_log_page_reads_its_seq_range(api, session):
     def page():
         response = api.get("/sessions/plans/messages", query={"after": 30, "limit": 10})

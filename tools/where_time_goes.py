@@ -55,6 +55,8 @@ STEPS = [
     ("stored figures", "sessions.append", "input_figures_after_append"),
     ("event row", "sessions.append", "record"),
     ("auto-compaction check", "sessions.api", "compact_if_needed"),
+    ("model input: checkpoint", "sessions.api", "latest_checkpoint"),
+    ("model input: from the stored renderings", "sessions.api", "stored_openai_response"),
     ("model input: build", "sessions.api", "build_model_input"),
     ("model input: render", "sessions.api", "model_input_response"),
     ("response: the model input's schema and JSON", "sessions.api", "model_input_json"),

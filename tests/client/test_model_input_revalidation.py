@@ -27,14 +27,17 @@ def seen(client, monkeypatch):
         record["statuses"].append(answer[0])
         return answer
 
-    build = sessions_api.build_model_input
+    def counted(build):
+        def counting(*args, **kwargs):
+            built = build(*args, **kwargs)
+            record["built"] += built is not None
+            return built
+        return counting
 
-    def counting(*args, **kwargs):
-        record["built"] += 1
-        return build(*args, **kwargs)
-
+    # The input is built in full, or (the openai format) written from the stored renderings.
+    for builder in ("build_model_input", "stored_openai_response"):
+        monkeypatch.setattr(sessions_api, builder, counted(getattr(sessions_api, builder)))
     monkeypatch.setattr(Client, "_exchange", recording)
-    monkeypatch.setattr(sessions_api, "build_model_input", counting)
     return record
 
 
