@@ -383,7 +383,7 @@ class _Unstored:
 EMPTY_JSON_LIST = ("[]", "")
 
 
-def _json_list(text: str | None) -> list:
+def json_list(text: str | None) -> list:
     # Most messages have no tool calls: their empty lists are not decoded.
     return [] if text is None or text in EMPTY_JSON_LIST else _json_values(text)
 
@@ -629,8 +629,8 @@ class _Row:
          self.has_content) = row
         # The two lists arrive as JSON text and are decoded only when they hold something: most
         # messages have no tool calls, and decoding every row was most of the cost of a layout.
-        self.call_ids = _json_list(call_ids)
-        self.tool_call_tokens = _json_list(call_tokens)
+        self.call_ids = json_list(call_ids)
+        self.tool_call_tokens = json_list(call_tokens)
 
 
 def _row_values(qs):

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from sessions.append import append_messages, stored_with_ids
+from sessions.append import _stored_calls, append_messages, stored_with_ids
 from sessions.compaction import compact
 from sessions.message_edits import update_message
 from sessions.model_input import RECENT_ROWS, _Row, _row_values, recent_visible_rows, visible_messages
@@ -78,6 +78,29 @@ def test_the_duplicate_id_check_reads_the_same_rows_as_the_orm(session):
     assert stored_with_ids(session, ids) == expected
     assert set(expected) == set(ids) - {"no-such-id"}
     assert stored_with_ids(session, ["no-such-id"]) == {}
+
+
+def orm_calls(session: Session, call_ids: set[str], before_seq: int) -> dict[str, int]:
+    """The calls' messages through the ORM, as an append found them before the read was SQL."""
+    found = {}
+    for seq, ids in (Message.objects.filter(session=session, role="assistant", seq__lt=before_seq)
+                     .order_by("-seq").values_list("seq", "call_ids")):
+        for call_id in (call_ids & set(ids)) - set(found):
+            found[call_id] = seq
+    return found
+
+
+@pytest.mark.parametrize("before", ["end", "middle"])
+def test_the_calls_a_batch_s_results_answer_are_found_as_through_the_orm(session, before):
+    """Recent calls, calls further back than the first read (c0: 24 assistant messages back), and ids
+    no message made."""
+    before_seq = session.message_count + 1 if before == "end" else session.message_count // 2
+    ids = {"c11", "c10", "c5", "c0", "never-made"}
+
+    found = _stored_calls(session, ids, before_seq)
+
+    assert found == orm_calls(session, ids, before_seq)
+    assert ("c0" in found) and ("never-made" not in found)
 
 
 def test_a_session_read_by_key_is_the_orm_s_session(project, session):

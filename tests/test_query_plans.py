@@ -120,6 +120,19 @@ def test_the_stored_figures_of_an_append_read_the_last_rows_by_seq(project, sess
 
 
 @pytest.mark.django_db
+def test_the_call_a_result_answers_is_read_through_the_role_index(project, session):
+    append_messages(project, "plans", [{"id": "ask", "role": "assistant", "content": "",
+                                        "tool_calls": [{"id": "c1", "name": "f", "arguments": "{}"}]}])
+    sqls = captured(lambda: append_messages(project, "plans", [{"id": "res", "role": "tool", "tool_call_id": "c1",
+                                                                "content": "ok"}]),
+                    table="ctx_sessions_message", containing='"role" = ')
+    assert len(sqls) == 1, sqls
+    assert_indexed(sqls)
+    if connection.vendor == "sqlite":
+        assert "(session_id=? AND role=? AND seq<?)" in plan(sqls[0]), plan(sqls[0])
+
+
+@pytest.mark.django_db
 def test_the_checker_fails_the_duplicate_id_check_as_it_was_before_the_fix(session):
     """Before the fix the query kept the model's ordering by (session, seq): SQLite walked the session."""
     old = Message.objects.filter(session=session, client_id__in=["m4", "new"]).values("client_id", "seq", "digest", "tokens")
