@@ -215,7 +215,9 @@ def measure(bench) -> None:
     report.target("model input fetch / (2x HTTP floor + its serialization), p50",
                   p(fetches, 50) / (FETCH_TARGET * ping50 + p(serializations, 50)), "<=", 1, "x",
                   "a model-input fetch at most 2x the HTTP floor plus the time to serialize its own JSON body")
-    for name, samples in (("append", appends), ("model input fetch", fetches), ("per call, net of serialization", net)):
+    # The floor too, first and last 10%: whether the machine, rather than the calls, drifted during the run.
+    for name, samples in (("HTTP floor", pings), ("append", appends), ("model input fetch", fetches),
+                          ("per call, net of serialization", net)):
         first, last = median_of_slice(samples, True) * 1000, median_of_slice(samples, False) * 1000
         report.figure(f"{name}: first 10% of {turns} turns (median)", "ms", [first])
         report.figure(f"{name}: last 10% of {turns} turns (median)", "ms", [last])
