@@ -299,19 +299,35 @@ WHOLE_OMISSIONS = (Reason.ORPHAN, Reason.DROPPED)
 # results) the input is built in full.
 MAX_SKIPPED = 500
 
-# The stored renderings of the visible messages after the checkpoint, joined by commas in the database, in
-# seq order, with how many messages there are and how many have one (a message without one is not
-# joined). Parameters: VISIBLE_SQL's, then the seqs to skip. In the database because joining 700
-# renderings in Python took longer than reading them: this read of a 766-message input took 0.16 ms
-# where reading the rows took 0.31 and joining them 0.40. On SQLite (3.40: no ORDER BY in an aggregate)
-# the rows come in order from a subquery, which SQLite does not flatten into an aggregate that it feeds
-# (its flattening rule 16), and the text comes as bytes, as the response is written, not decoded.
+# The stored renderings of the visible messages after the checkpoint, in seq order. Parameters:
+# VISIBLE_SQL's, then the seqs to skip. On SQLite they are joined by commas in the database, with how many
+# messages there are and how many have a rendering (a NULL is not joined): joining 700 renderings in
+# Python took longer than reading them (a 766-message input: read 0.31 ms, joined 0.40; joined in the
+# read, 0.16 in all). SQLite 3.40 takes no ORDER BY in an aggregate: the rows come in order from a
+# subquery, which SQLite does not flatten into an aggregate that it feeds (its flattening rule 16). The
+# text comes as bytes, as the response is written. On PostgreSQL the rows are read and joined here:
+# string_agg, ordered or fed by an ordered subquery, took 1.9-2.5 ms for 726 messages where reading the
+# rows and joining them took 1.1-1.5.
 STORED_OPENAI_SQL = {
     "sqlite": 'SELECT count(*), count("openai_message"), CAST(group_concat("openai_message", \',\') AS BLOB) '
               f'FROM (SELECT "openai_message" {VISIBLE_SQL}{{skip}} ORDER BY "seq")',
-    "postgresql": 'SELECT count(*), count("openai_message"), string_agg("openai_message", \',\' ORDER BY "seq") '
-                  f'{VISIBLE_SQL}{{skip}}',
+    "postgresql": f'SELECT "openai_message" {VISIBLE_SQL}{{skip}} ORDER BY "seq"',
 }
+
+
+def _stored_renderings(db, session: Session, after_seq: int, skipped: list[int]) -> tuple[int, bytes] | None:
+    """How many stored messages the input sends, and their renderings joined by commas; None when one of
+    them has no rendering."""
+    skip = f' AND "seq" NOT IN ({", ".join(["%s"] * len(skipped))})' if skipped else ""
+    with db.cursor() as cursor:
+        cursor.execute(STORED_OPENAI_SQL[db.vendor].format(skip=skip), [session.pk, after_seq, Role.SYSTEM, *skipped])
+        if db.vendor == "sqlite":
+            count, rendered, joined = cursor.fetchone()
+            return (count, joined or b"") if rendered == count else None
+        renderings = [text for (text,) in cursor.fetchall()]
+    if None in renderings:
+        return None
+    return len(renderings), ",".join(renderings).encode()
 
 
 def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> dict | None:
@@ -319,8 +335,8 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
     when each part of it was: every message's rendering (Message.openai_message), written with the
     message, and the session's figures of its input (input_tokens, input_left_out), which every change
     to the input updates in its own transaction (the session page lays the input out from them too).
-    One read, which joins the renderings: no field is decoded, checked or rendered again, and the
-    messages go into the response as the JSON text they are. The same JSON as built in full
+    One read of the renderings (STORED_OPENAI_SQL): no field is decoded, checked or rendered again, and
+    the messages go into the response as the JSON text they are. The same JSON as built in full
     (tests/test_stored_openai.py compares the two on every transcript).
 
     None where the stored parts cannot say it all, for build_model_input to build it: a call awaiting
@@ -334,13 +350,10 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
     db = connections[router.db_for_read(Message, instance=session)]
     if db.vendor not in STORED_OPENAI_SQL:
         return None
-    skip = f' AND "seq" NOT IN ({", ".join(["%s"] * len(left_out))})' if left_out else ""
-    with db.cursor() as cursor:
-        cursor.execute(STORED_OPENAI_SQL[db.vendor].format(skip=skip),
-                       [session.pk, checkpoint.last_seq if checkpoint else 0, Role.SYSTEM, *(o["seq"] for o in left_out)])
-        count, rendered, joined = cursor.fetchone()
-    if rendered != count:
+    stored = _stored_renderings(db, session, checkpoint.last_seq if checkpoint else 0, [o["seq"] for o in left_out])
+    if stored is None:
         return None
+    count, joined = stored
     head, totals = [], {"instructions": 0, "summary": 0, "request": 0}
     if session.instructions:
         head.append(orjson.dumps(openai_message(Role.SYSTEM, session.instructions, [], "", "")))
@@ -352,7 +365,7 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
     if not head and not count:
         raise NothingToSend(NOTHING_TO_SEND["openai"])
     if count:
-        head.append(joined if type(joined) is bytes else joined.encode())
+        head.append(joined)
     totals["messages"] = session.input_tokens - REPLY_PRIMING - session.instructions_tokens - totals["summary"]
     return {
         "format": "openai",
