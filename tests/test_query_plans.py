@@ -127,9 +127,15 @@ def test_the_call_a_result_answers_is_read_through_the_role_index(project, sessi
                                                                 "content": "ok"}]),
                     table="ctx_sessions_message", containing='"role" = ')
     assert len(sqls) == 1, sqls
+    if connection.vendor == "postgresql":
+        # A test session is small enough that sorting its rows looks cheaper than the index that gives
+        # them in order; at scale it is not.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_sort = off")
+            cursor.execute("SET LOCAL enable_bitmapscan = off")
     assert_indexed(sqls)
-    if connection.vendor == "sqlite":
-        assert "(session_id=? AND role=? AND seq<?)" in plan(sqls[0]), plan(sqls[0])
+    text = plan(sqls[0])
+    assert ("(session_id=? AND role=? AND seq<?)" if connection.vendor == "sqlite" else "message_session_role_seq") in text, text
 
 
 @pytest.mark.django_db

@@ -1,7 +1,7 @@
 """The `openai` model input written from what was stored with each part of it (sessions.formats.
 stored_openai_response): every message's rendering (Message.openai_message) and the session's figures of
-its input. It must be the model input built in full, on every real transcript, after compactions, after
-a flag changed; and where the stored parts cannot say it all (a call awaiting its result, a message sent
+its input. It must be the model input built in full (on every real transcript, after compactions, after
+a flag changed: tests/api/test_model_input.py, which imports them); and where the stored parts cannot say it all (a call awaiting its result, a message sent
 without some of its calls, a message stored without its rendering), the full build answers instead."""
 
 import json
@@ -11,14 +11,10 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from sessions.compaction import compact
 from sessions.formats import NothingToSend, model_input_response, openai_message, stored_openai_response
-from sessions.message_edits import update_message
 from sessions.model_input import build_model_input, latest_checkpoint
 from sessions.models import Message, Session
 from sessions.schemas import ModelInputOut
-
-from .conftest import TRANSCRIPT_FILES
 
 pytestmark = pytest.mark.django_db
 
@@ -57,51 +53,6 @@ def compare(sessions) -> tuple[int, list[str]]:
         if actual != expected:
             different.append(session.key)
     return answered, different
-
-
-@pytest.mark.parametrize("path", TRANSCRIPT_FILES, ids=[p.name[:40] for p in TRANSCRIPT_FILES])
-def test_every_imported_transcript_gives_the_input_built_in_full(imported_files, path):
-    project, _ = imported_files[path]
-    sessions = list(Session.objects.filter(project=project).select_related("project").order_by("pk"))
-
-    answered, different = compare(sessions)
-
-    assert different == []
-    assert answered >= 1 or all(stored_openai_response(s, latest_checkpoint(s)) is None for s in sessions)
-
-
-def test_the_transcripts_are_answered_from_the_stored_parts_nearly_always(imported_files):
-    """The stored path is the one taken, not the exception: over every transcript, the sessions it
-    declines are those with a call awaiting its result or sent without some of its calls."""
-    sessions = list(Session.objects.filter(project__in=[p for p, _ in imported_files.values()]))
-    answered, different = compare(sessions)
-    declined = [s for s in sessions if from_stored(s) is None]
-
-    assert different == []
-    assert answered > 2 * len(declined)
-    for session in declined:
-        assert any(o["reason"] == "awaiting_tool_result" or not o["whole_message"] for o in session.input_left_out)
-
-
-def test_after_compactions_and_a_flag_the_input_is_still_the_one_built_in_full(imported_files):
-    project, _ = imported_files[next(p for p in TRANSCRIPT_FILES if "tau-bench" in p.name)]
-    sessions = list(Session.objects.filter(project=project).order_by("-message_count")[:3])
-    for session in sessions:
-        compact(session, force=True, max_tokens=2000, keep_recent_tokens=500)
-        session.refresh_from_db()
-        assert session.checkpoint_count >= 1
-        newest_user = session.messages.filter(role="user").order_by("-seq").first()
-        update_message(project, session.key, newest_user.seq, {"include_in_messages": False}, "test")
-
-    answered, different = compare(Session.objects.filter(pk__in=[s.pk for s in sessions]))
-
-    assert (answered, different) == (3, [])
-    for session in sessions:
-        session.refresh_from_db()
-        body = from_stored(session)
-        summary = body["messages"][1 if session.instructions else 0]  # after the instructions
-        assert summary["content"].startswith("Summary of the earlier conversation")
-        assert body["checkpoint"]["number"] == session.checkpoint_count
 
 
 def test_a_call_awaiting_its_result_is_built_in_full(append):
