@@ -135,11 +135,25 @@ def fact_text(message) -> str:
     return "\n".join(part for part in parts if part)
 
 
+def message_facts(message) -> list[Fact]:
+    """The facts of `message`, extracted once per object: a compaction by the extractive summarizer
+    tallies the messages it covers twice, for the summary and for the report of what the summary kept,
+    and the extraction was a third of the compaction's time."""
+    facts = getattr(message, "_facts", None)
+    if facts is None:
+        facts = extract(fact_text(message))
+        try:
+            message._facts = facts
+        except AttributeError:  # an object that takes no new attribute
+            pass
+    return facts
+
+
 def tally(messages: Iterable) -> dict[str, Tally]:
     """The facts of `messages` (stored messages, in seq order), keyed by their folded text."""
     tallies: dict[str, Tally] = {}
     for message in messages:
-        for fact in extract(fact_text(message)):
+        for fact in message_facts(message):
             key = fold(fact.text)
             entry = tallies.get(key)
             if entry is None:

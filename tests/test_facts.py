@@ -1,6 +1,7 @@
 """The salient-literal extractor (sessions/facts.py): what it finds, of which kind, and what it does not."""
 
-from sessions.facts import Tally, extract, not_in_summary, ranked, report
+from sessions import facts as facts_module
+from sessions.facts import Tally, extract, not_in_summary, ranked, report, tally
 
 
 class Msg:
@@ -46,6 +47,21 @@ def test_a_report_counts_what_a_summary_carries_ignoring_case_and_spacing():
 
     assert facts.kept == 2
     assert [(t.text, t.count, t.seqs) for t in facts.lost] == [("UA123", 2, [2]), ("$84.50", 1, [1])]
+
+
+def test_a_message_s_facts_are_extracted_once_however_often_it_is_tallied(monkeypatch):
+    """A compaction by the extractive summarizer tallies the covered messages for the summary and again
+    for its report: the second tally reads what the first extracted."""
+    messages = [Msg(1, "Order W9609649 for $84.50"), Msg(2, "Seat 14C on UA123")]
+    calls = []
+    monkeypatch.setattr(facts_module, "extract", lambda text: calls.append(text) or extract(text))
+
+    first = {key: (t.text, t.count, t.seqs) for key, t in tally(messages).items()}
+    again = {key: (t.text, t.count, t.seqs) for key, t in tally(messages).items()}
+
+    assert first == again and len(first) == 4
+    assert len(calls) == 2  # once per message
+    assert report("order w9609649", messages).kept == 1
 
 
 def test_ranking_puts_the_most_repeated_then_the_most_recent_first():
