@@ -299,32 +299,48 @@ WHOLE_OMISSIONS = (Reason.ORPHAN, Reason.DROPPED)
 # results) the input is built in full.
 MAX_SKIPPED = 500
 
-# The stored renderings of the visible messages after the checkpoint, in seq order. Parameters:
-# VISIBLE_SQL's, then the seqs to skip. On SQLite they are joined by commas in the database, with how many
-# messages there are and how many have a rendering (a NULL is not joined): joining 700 renderings in
-# Python took longer than reading them (a 766-message input: read 0.31 ms, joined 0.40; joined in the
-# read, 0.16 in all). SQLite 3.40 takes no ORDER BY in an aggregate: the rows come in order from a
-# subquery, which SQLite does not flatten into an aggregate that it feeds (its flattening rule 16). The
-# text comes as bytes, as the response is written. On PostgreSQL the rows are read and joined here:
-# string_agg, ordered or fed by an ordered subquery, took 1.9-2.5 ms for 726 messages where reading the
-# rows and joining them took 1.1-1.5.
+# The stored renderings of the visible messages after the checkpoint, in seq order, and whether the session
+# row is still as the request read it (UNCHANGED_SQL): the figures the response is written from come from
+# that row, and one statement reads from one state of the database, so the two agree. Parameters:
+# UNCHANGED_SQL's, VISIBLE_SQL's, then the seqs to skip.
+#
+# On SQLite the renderings are joined by commas in the database, with how many messages there are and
+# how many have a rendering (a NULL is not joined): joining 700 renderings in Python took longer than
+# reading them (a 766-message input: read 0.31 ms, joined 0.40; joined in the read, 0.16 in all). SQLite
+# 3.40 takes no ORDER BY in an aggregate: the rows come in order from a subquery, which SQLite does not
+# flatten into an aggregate that it feeds (its flattening rule 16). The text comes as bytes, as the
+# response is written. On PostgreSQL the rows are read and joined here: string_agg, ordered or fed by an
+# ordered subquery, took 1.9-2.5 ms for 726 messages where reading the rows and joining them took 1.1-1.5.
+UNCHANGED_SQL = (f'(SELECT count(*) FROM "{Session._meta.db_table}" WHERE "id" = %s AND "message_count" = %s '
+                 'AND "checkpoint_count" = %s AND "updated_at" = %s)')
 STORED_OPENAI_SQL = {
-    "sqlite": 'SELECT count(*), count("openai_message"), CAST(group_concat("openai_message", \',\') AS BLOB) '
+    "sqlite": f'SELECT {UNCHANGED_SQL}, count(*), count("openai_message"), '
+              'CAST(group_concat("openai_message", \',\') AS BLOB) '
               f'FROM (SELECT "openai_message" {VISIBLE_SQL}{{skip}} ORDER BY "seq")',
-    "postgresql": f'SELECT "openai_message" {VISIBLE_SQL}{{skip}} ORDER BY "seq"',
+    "postgresql": f'SELECT {UNCHANGED_SQL}, "openai_message" {VISIBLE_SQL}{{skip}} ORDER BY "seq"',
 }
 
 
 def _stored_renderings(db, session: Session, after_seq: int, skipped: list[int]) -> tuple[int, bytes] | None:
-    """How many stored messages the input sends, and their renderings joined by commas; None when one of
-    them has no rendering."""
+    """How many stored messages the input sends, and their renderings joined by commas. None when one of
+    them has no rendering, or the session changed since it was read (an append, a checkpoint, a flag, its
+    instructions or settings: each moves one of UNCHANGED_SQL's columns)."""
     skip = f' AND "seq" NOT IN ({", ".join(["%s"] * len(skipped))})' if skipped else ""
+    as_read = [session.pk, session.message_count, session.checkpoint_count,
+               db.ops.adapt_datetimefield_value(session.updated_at)]
     with db.cursor() as cursor:
-        cursor.execute(STORED_OPENAI_SQL[db.vendor].format(skip=skip), [session.pk, after_seq, Role.SYSTEM, *skipped])
+        cursor.execute(STORED_OPENAI_SQL[db.vendor].format(skip=skip),
+                       [*as_read, session.pk, after_seq, Role.SYSTEM, *skipped])
         if db.vendor == "sqlite":
-            count, rendered, joined = cursor.fetchone()
-            return (count, joined or b"") if rendered == count else None
-        renderings = [text for (text,) in cursor.fetchall()]
+            unchanged, count, rendered, joined = cursor.fetchone()
+            return (count, joined or b"") if unchanged and rendered == count else None
+        rows = cursor.fetchall()
+        if not rows:  # no message to send: whether the session changed is asked on its own
+            cursor.execute(f"SELECT {UNCHANGED_SQL}", as_read)
+            return (0, b"") if cursor.fetchone()[0] else None
+    if not rows[0][0]:
+        return None
+    renderings = [text for _, text in rows]
     if None in renderings:
         return None
     return len(renderings), ",".join(renderings).encode()
@@ -341,7 +357,8 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
 
     None where the stored parts cannot say it all, for build_model_input to build it: a call awaiting
     its result or a message sent without some of its calls (either is sent otherwise than stored), a
-    message stored without its rendering, a database of another kind."""
+    message stored without its rendering, a session changed since the request read it (its figures
+    would not be those of the messages read), a database of another kind."""
     left_out = session.input_left_out
     if len(left_out) > MAX_SKIPPED or any(
         o["reason"] not in WHOLE_OMISSIONS or not o.get("whole_message", True) for o in left_out

@@ -11,10 +11,13 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
+from sessions.compaction import compact
 from sessions.formats import NothingToSend, model_input_response, openai_message, stored_openai_response
+from sessions.message_edits import update_message
 from sessions.model_input import build_model_input, latest_checkpoint
 from sessions.models import Message, Session
 from sessions.schemas import ModelInputOut
+from sessions.session_store import update_session
 
 pytestmark = pytest.mark.django_db
 
@@ -101,13 +104,45 @@ def test_a_message_stored_without_its_rendering_is_built_in_full(append):
     assert from_stored(session) is None
 
 
-def test_an_empty_input_is_refused_from_the_stored_parts_as_in_full(append):
+def session_then(append, change) -> tuple[Session, Session]:
+    """The session as a request read it, and as it is after `change` (another request's, committed in
+    between): the stored parts must not write the new messages with the old figures."""
+    append("s", [{"role": "user", "content": "hello " * 50}, {"role": "assistant", "content": "hi " * 50},
+                 {"role": "user", "content": "more " * 50}, {"role": "assistant", "content": "yes " * 50},
+                 {"role": "user", "content": "and?"}])
+    as_read = Session.objects.select_related("project").get(key="s")
+    assert stored_openai_response(as_read, latest_checkpoint(as_read)) is not None
+    change(as_read)
+    return as_read, Session.objects.select_related("project").get(key="s")
+
+
+@pytest.mark.parametrize("change", ["append", "call awaiting its result", "flag", "checkpoint", "instructions"])
+def test_a_session_changed_after_the_request_read_it_is_built_in_full(append, project, change):
+    changes = {
+        "append": lambda s: append("s", [{"role": "assistant", "content": "sure"}]),
+        "call awaiting its result": lambda s: append("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c9", "name": "f", "arguments": "{}"}]}]),
+        "flag": lambda s: update_message(project, "s", 2, {"include_in_messages": False}, "test"),
+        "checkpoint": lambda s: compact(s, force=True, max_tokens=100, keep_recent_tokens=10, summary="earlier"),
+        "instructions": lambda s: update_session(project, "s", {"instructions": "Be brief."}, "test"),
+    }
+    as_read, now = session_then(append, changes[change])
+    assert (now.message_count, now.checkpoint_count, now.updated_at) != (
+        as_read.message_count, as_read.checkpoint_count, as_read.updated_at)
+
+    assert stored_openai_response(as_read, latest_checkpoint(as_read)) is None
+    assert from_stored(now) in (None, built_in_full(now))  # as read again, the stored parts agree
+
+
+def test_an_empty_input_is_refused_as_in_full(append):
     append("s", [{"role": "system", "content": "only instructions as a message"}])
     session = Session.objects.get(key="s")
     Session.objects.filter(pk=session.pk).update(instructions="", instructions_tokens=0)
 
     with pytest.raises(NothingToSend):
         from_stored(session)
+    with pytest.raises(NothingToSend):
+        built_in_full(Session.objects.get(pk=session.pk))
 
 
 def test_an_append_stores_each_message_as_the_openai_input_sends_it(append):
