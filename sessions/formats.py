@@ -7,7 +7,7 @@ import orjson
 from django.db import connections, router
 
 from .errors import Conflict
-from .model_input import VISIBLE_SQL, ModelInput, Omission, Reason, StoredText, summary_message_text
+from .model_input import VISIBLE_SQL, ModelInput, Omission, Reason, StoredText, head_entries
 from .models import Checkpoint, Message, Role, Session
 from .tokens import NOT_NAME_CHARACTER, REPLY_PRIMING, openai_name, provider_role
 
@@ -109,18 +109,15 @@ def openai_message(role: str, content, tool_calls: list, tool_call_id: str, name
     return message
 
 
-# The version of openai_message's rendering that Message.openai_message holds. A change to how a stored
-# message is rendered (a key, a placeholder) must come with a migration that sets the column to NULL, or
-# renders it again, for every stored message: a NULL is rendered when the input is fetched.
-# tests/test_stored_openai.py pins the rendering of one message of each kind, so that such a change
-# cannot pass unnoticed.
-OPENAI_RENDERING = 1
-
-
 def stored_openai_message(role: str, content, tool_calls: list, tool_call_id: str, name: str) -> str | None:
     """What Message.openai_message stores: the message as the `openai` format sends it whole, as JSON
     text; None for a system message (never in the model input) and for what orjson refuses to write
-    (a lone surrogate), which a fetch then renders as before."""
+    (a lone surrogate), which a fetch then renders as before.
+
+    Stored renderings outlive the code that wrote them: a change to how a stored message is rendered (a
+    key, a placeholder) must come with a migration that renders every stored message again, or sets the
+    column to NULL (a NULL is rendered when the input is fetched). tests/test_stored_openai.py pins the
+    rendering of each kind of message, so that such a change cannot pass unnoticed."""
     if role == Role.SYSTEM:
         return None
     try:
@@ -371,14 +368,9 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
     if stored is None:
         return None
     count, joined = stored
-    head, totals = [], {"instructions": 0, "summary": 0, "request": 0}
-    if session.instructions:
-        head.append(orjson.dumps(openai_message(Role.SYSTEM, session.instructions, [], "", "")))
-        totals["instructions"] = session.instructions_tokens
-    if checkpoint:
-        text = summary_message_text(checkpoint.summary, checkpoint.last_seq)
-        head.append(orjson.dumps(openai_message(Role.USER, text, [], "", "")))
-        totals["summary"] = checkpoint.summary_tokens
+    entries = head_entries(session, checkpoint)
+    head = [orjson.dumps(openai_message(e.role, e.content, e.tool_calls, e.tool_call_id, e.name)) for e in entries]
+    totals = {"instructions": 0, "summary": 0, "request": 0, **{e.kind: e.tokens for e in entries}}
     if not head and not count:
         raise NothingToSend(NOTHING_TO_SEND["openai"])
     if count:

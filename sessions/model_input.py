@@ -512,6 +512,21 @@ def stored_messages(session: Session, after_seq: int, as_of: int | None = None, 
     return [StoredMessage(*values) for values in zip(rows, contents, tool_calls, call_tokens, strict=True)]
 
 
+def head_entries(session: Session, checkpoint: Checkpoint | None, instructions: str | None = None) -> list[Entry]:
+    """The entries before the stored messages: the instructions (the session's, or `instructions` for
+    this request) and the checkpoint's summary."""
+    entries = []
+    if instructions is None:
+        if session.instructions:
+            entries.append(Entry("instructions", Role.SYSTEM, session.instructions, session.instructions_tokens))
+    elif instructions:
+        entries.append(Entry("instructions", Role.SYSTEM, instructions, count_message(Role.SYSTEM, instructions).total))
+    if checkpoint:
+        entries.append(Entry("summary", Role.USER, summary_message_text(checkpoint.summary, checkpoint.last_seq),
+                             checkpoint.summary_tokens, checkpoint=checkpoint))
+    return entries
+
+
 def build_model_input(
     session: Session,
     *,
@@ -535,22 +550,7 @@ def build_model_input(
     items = stored + [_Unstored(new, i) for i, new in enumerate(extra_messages)]
     verdict = check_validity(items)
 
-    entries: list = []
-    if instructions is None:
-        if session.instructions:
-            entries.append(Entry("instructions", Role.SYSTEM, session.instructions, session.instructions_tokens))
-    elif instructions:
-        entries.append(Entry("instructions", Role.SYSTEM, instructions, count_message(Role.SYSTEM, instructions).total))
-    if checkpoint:
-        entries.append(
-            Entry(
-                "summary",
-                Role.USER,
-                summary_message_text(checkpoint.summary, checkpoint.last_seq),
-                checkpoint.summary_tokens,
-                checkpoint=checkpoint,
-            )
-        )
+    entries: list = head_entries(session, checkpoint, instructions)
     awaiting = None
     keep, all_dropped, all_pending = verdict.keep, verdict.dropped, verdict.pending
     for i, item in enumerate(items):

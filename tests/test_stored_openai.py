@@ -162,7 +162,7 @@ def test_an_append_stores_each_message_as_the_openai_input_sends_it(append):
 
 
 # The rendering of each kind of stored message, pinned: stored renderings outlive the code that wrote them,
-# so a change here must come with a migration that renders them again (sessions.formats.OPENAI_RENDERING).
+# so a change here must come with a migration that renders them again (sessions.formats.stored_openai_message).
 PINNED = [
     (("user", "hi", [], "", ""), '{"role":"user","content":"hi"}'),
     (("user", "hi", [], "", "Bob Smith"), '{"role":"user","content":"hi","name":"Bob_Smith"}'),
