@@ -137,9 +137,10 @@ def _anthropic_blocks(content, images: bool = True) -> list[dict]:
                 blocks.append({"type": "text", "text": part["text"]})
             continue
         url = part["url"]
-        if not images or not _provider_image(url):
+        match = DATA_URL_RE.match(url)
+        if not images or not _provider_image(url) or (match and not match.group(2)):  # no bytes: no image
             blocks.append({"type": "text", "text": _image_placeholder(url)})
-        elif match := DATA_URL_RE.match(url):
+        elif match:
             media_type = match.group(1).lower()  # the type of the bytes themselves
             blocks.append(
                 {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": match.group(2)}}
@@ -226,6 +227,7 @@ def to_anthropic(model_input: ModelInput) -> dict:
             messages[-1]["content"].extend(blocks)
         else:
             messages.append({"role": role, "content": blocks})
+    _end_without_whitespace(messages)
     if messages and messages[0]["role"] == "assistant":
         messages.insert(0, {"role": "user", "content": [{"type": "text", "text": ANTHROPIC_OPENING}]})
     result = {"messages": messages}
@@ -233,6 +235,23 @@ def to_anthropic(model_input: ModelInput) -> dict:
     if system_parts:
         result["system"] = "\n\n".join(system_parts)
     return result
+
+
+def _end_without_whitespace(messages: list[dict]) -> None:
+    """Anthropic refuses a final assistant message that ends in whitespace (the model would continue it:
+    "Let me look that up.\n\n" before a call awaiting its result): its text loses its trailing
+    whitespace; a text block left empty goes, and the message too when nothing is left of it."""
+    if not messages or messages[-1]["role"] != "assistant":
+        return
+    content = messages[-1]["content"]
+    while content and content[-1]["type"] == "text":
+        text = content[-1]["text"].rstrip()
+        if text:
+            content[-1] = {"type": "text", "text": text}
+            return
+        content.pop()
+    if not content:
+        messages.pop()
 
 
 def render_model_input(model_input: ModelInput, fmt: str):
