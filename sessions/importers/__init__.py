@@ -1,5 +1,5 @@
-"""Importing transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs,
-SWE-agent trajectories and ctxweb's own exports, each recognised automatically
+"""Importing transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs, Codex CLI
+rollouts, SWE-agent trajectories and ctxweb's own exports, each recognised automatically
 (sessions.importers.detect), translated by its module, and stored through the domain functions by
 sessions.importers.runner."""
 

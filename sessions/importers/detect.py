@@ -1,22 +1,26 @@
 """Reading a transcript file and recognising its format.
 
-A file is JSON, or JSON Lines (one JSON value per line). Claude Code logs, SWE-agent trajectories and
-ctxweb exports are recognised by their entries; anything else is a set of conversations, found in any of the containers
-real logs use (a message list; an object with `messages`; records holding a message list under
-`messages` or `traj`; JSON Lines of any of these), and is Anthropic Messages when its content blocks
-say so (tool_use, tool_result, thinking, image sources), otherwise OpenAI Chat Completions. A list of OpenAI
-Responses input items (or a Responses request body, with `input`) is recognised by its items' `type`.
-A request log (sessions.importers.request_log: one request body and its response per line) is recognised
-by its records holding a request (`type` request, a `response`, or `request` / `request_params`).
+A file is JSON, or JSON Lines (one JSON value per line). Claude Code logs, Codex CLI rollouts, SWE-agent
+trajectories and ctxweb exports are recognised by their entries (a Codex rollout by its lines' types with
+an object `payload`, or, written before that shape, by its first line, the session meta); anything else
+is a set of conversations, found in any of the containers real logs use (a message list; an object with
+`messages`; records holding a message list under `messages` or `traj`; JSON Lines of any of these), and
+is Anthropic Messages when its content blocks say so (tool_use, tool_result, thinking, image sources),
+otherwise OpenAI Chat Completions. A list of OpenAI Responses input items (or a Responses request body,
+with `input`) is recognised by its items' `type`. A request log (sessions.importers.request_log: one
+request body and its response per line) is recognised by its records holding a request (`type` request,
+a `response`, or `request` / `request_params`).
 """
 
 import json
 from dataclasses import dataclass, field
 
-from . import anthropic, claude_code, ctxweb_export, openai, openai_responses, request_log, swe_agent
+from . import anthropic, claude_code, codex, ctxweb_export, openai, openai_responses, request_log, swe_agent
 from .base import Parsed, Source, TranscriptError
 
-FORMATS = ("auto", "openai", "anthropic", "claude-code", "swe-agent", "ctxweb", "openai-responses", "request-log")
+FORMATS = (
+    "auto", "openai", "anthropic", "claude-code", "codex", "swe-agent", "ctxweb", "openai-responses", "request-log",
+)
 MESSAGE_LISTS = ("messages", "traj")
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
@@ -133,6 +137,8 @@ def detect(value, jsonl: bool) -> str:
         return ctxweb_export.FORMAT
     if isinstance(value, list) and claude_code.looks_like(value):
         return claude_code.FORMAT
+    if codex.looks_like(value):
+        return codex.FORMAT
     if request_log.looks_like(value):
         return request_log.FORMAT
     if swe_agent.looks_like(value):
@@ -161,6 +167,8 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
         if not isinstance(value, list):
             raise TranscriptError("a Claude Code log is JSON Lines: one entry per line")
         return claude_code.parse(value, source)
+    if fmt == codex.FORMAT:
+        return codex.parse(value, source)
     if fmt == swe_agent.FORMAT:
         return swe_agent.parse(value, source)
     if fmt == openai_responses.FORMAT:

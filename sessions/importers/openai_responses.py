@@ -97,7 +97,11 @@ def _reasoning_text(item: dict) -> str:
     return ""
 
 
-class _Conversion:
+class Conversion:
+    """Items converted one at a time (`item`), in order; `out` holds the messages made so far. `convert_items`
+    converts a whole list; a reader whose items come among other records (sessions.importers.codex) feeds
+    them itself, calling `close` where something else comes between them."""
+
     def __init__(self, message_id: Callable[[int], str | None]):
         self.message_id = message_id
         self.out: list[tuple[int, dict]] = []  # (index of the item it came from, ctxweb message)
@@ -118,6 +122,13 @@ class _Conversion:
             message["id"] = self.message_id(index)
         self.out.append((index, message))
         return message
+
+    def close(self) -> int:
+        """End what is open: reasoning still waiting for its output, the assistant message function calls
+        may join. The number of messages made so far."""
+        self.flush_reasoning()
+        self.open_assistant = None
+        return len(self.out)
 
     def flush_reasoning(self) -> None:
         """Reasoning that no assistant output followed: on a hidden assistant message of its own."""
@@ -175,7 +186,7 @@ def convert_items(items: list, where: Callable[[int], str], message_id: Callable
                   ) -> list[tuple[int, dict]]:
     """Responses input items as ctxweb messages, each with the index of the item it came from (the first
     one, for an assistant message joined from several). Raises ItemError naming the item."""
-    conversion = _Conversion(message_id)
+    conversion = Conversion(message_id)
     for index, item in enumerate(items):
         try:
             conversion.item(index, item)

@@ -87,15 +87,49 @@ def expected_swe_agent(path: Path) -> Expected:
     )
 
 
+def expected_codex(path: Path) -> Expected:
+    """One session: a message per message item (and the base instructions), per tool output, and per
+    replacement_history item other than the summary; a call joins the assistant message or call before it,
+    or opens an assistant message of its own (after a reasoning item, say)."""
+    messages = calls = results = 0
+    previous = None
+    for line in (json.loads(text) for text in path.read_text().splitlines() if text.strip()):
+        payload = line["payload"]
+        if line["type"] == "session_meta":
+            messages += bool((payload.get("base_instructions") or {}).get("text"))
+        elif line["type"] == "compacted":
+            history = payload.get("replacement_history") or ()
+            messages += sum(item["content"][0]["text"] != payload["message"] for item in history)
+            previous = None
+        elif line["type"] == "response_item":
+            kind = payload["type"]
+            if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+                calls += 1
+                messages += previous not in ("assistant", "call")
+                previous = "call"
+            elif kind in ("function_call_output", "custom_tool_call_output"):
+                results += 1
+                messages += 1
+                previous = "tool"
+            elif kind == "message":
+                messages += 1
+                previous = payload["role"]
+            elif kind == "reasoning":
+                previous = "reasoning"
+    return Expected("codex", sessions=1, messages=messages, tool_calls=calls, tool_results=results)
+
+
 def expected(path: Path) -> Expected:
+    if path.parent.name == "codex":
+        return expected_codex(path)
     readers = {".jsonl": expected_claude_code, ".traj": expected_swe_agent, ".json": expected_openai}
     return readers[path.suffix](path)
 
 
 def test_there_are_files_of_each_format():
     formats = {expected(path).format for path in FILES}
-    assert formats == {"openai", "claude-code", "swe-agent"}
-    assert len(FILES) == 8
+    assert formats == {"openai", "claude-code", "swe-agent", "codex"}
+    assert len(FILES) == 10
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])

@@ -42,9 +42,9 @@ class Progress:
 
 class Command(BaseCommand):
     help = (
-        "Import transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs, SWE-agent "
-        "trajectories, ctxweb exports and request logs (JSON or JSON Lines; folders are searched for *.json, *.jsonl, "
-        "*.ndjson and *.traj). Importing again stores nothing twice."
+        "Import transcripts: OpenAI Chat Completions, Anthropic Messages, Claude Code session logs, Codex CLI "
+        "rollouts, SWE-agent trajectories, ctxweb exports and request logs (JSON or JSON Lines; folders are searched "
+        "for *.json, *.jsonl, *.ndjson and *.traj). Importing again stores nothing twice."
     )
 
     def add_arguments(self, parser):
