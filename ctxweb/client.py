@@ -284,6 +284,7 @@ class Explanation:
     last_sent_request: int | None = None  # dropped/replaced by the application: the last request that sent it
     first_missing_request: int | None = None  # ... and the first without it
     replacements: list[int] = field(default_factory=list)  # positions of the application's own summary in it
+    edited_by_application: bool = False  # sent in a form of the application's own (a trimmed output)
 
 
 @dataclass
@@ -339,6 +340,11 @@ class ModelInput:
     # Tool calls awaiting their results ({"seq", "request_index", "id", "name", "arguments"}): left out
     # of the provider formats until the results are appended.
     pending_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # Where it comes from: "recorded_request" (what the application sent: request number `request`, its
+    # response and the messages stored after it) or "raw_log" (built by ctxweb from the raw log).
+    basis: str = "raw_log"
+    request: int | None = None
+    derived_from: str | None = None  # a request worked out from the source's configuration, not captured
 
 
 @dataclass
@@ -572,13 +578,16 @@ class Client:
 
     # --- model input, compaction, tokens ---------------------------------------------------------
 
-    def model_input(self, key: str, format: str = "openai", as_of: int | None = None) -> ModelInput:
-        """The model input. Asked again for the same session, format and as_of, it is sent only when it
-        changed (If-None-Match with the last answer's ETag); otherwise the last answer is returned."""
-        remembered = (key, format, as_of)
+    def model_input(self, key: str, format: str = "openai", as_of: int | None = None,
+                    basis: str | None = None) -> ModelInput:
+        """The model input (on the session's own basis unless `basis` says: raw_log, what ctxweb would
+        build from the raw log; recorded_request, what the application sent). Asked again for the same
+        session, format, as_of and basis, it is sent only when it changed (If-None-Match with the last
+        answer's ETag); otherwise the last answer is returned."""
+        remembered = (key, format, as_of, basis)
         with self._model_inputs_lock:
             last = self._model_inputs.get(remembered)
-        path, query = self._key(key) + "/model-input", {"format": format, "as_of": as_of}
+        path, query = self._key(key) + "/model-input", {"format": format, "as_of": as_of, "basis": basis}
         headers = {"If-None-Match": last[0]} if last else None
         status, raw, response_headers = self._retrying(
             lambda: self._exchange("GET", path, query=query, headers=headers), self.retries)
@@ -597,6 +606,9 @@ class Client:
             omitted=[_build(Omission, o) for o in data.get("omitted") or ()],
             system=data.get("system"),
             pending_tool_calls=data.get("pending_tool_calls") or [],
+            basis=data.get("basis", "raw_log"),
+            request=data.get("request"),
+            derived_from=data.get("derived_from"),
         )
 
     def _remember_model_input(self, remembered: tuple, tag: str | None, raw: bytes) -> None:

@@ -4,6 +4,7 @@ import base64
 import binascii
 import json
 from datetime import datetime
+from typing import Literal
 
 import orjson
 from django.db.models import Q
@@ -37,6 +38,7 @@ from .model_input import (
 )
 from .models import CompactionRun, Session
 from .next_request import build_request
+from .recorded_input import RECORDED_REQUEST, build_recorded_input, check_basis
 from .request_records import get_request, render_request, request_page
 from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
@@ -206,17 +208,23 @@ def matches(if_none_match: str, tag: str) -> bool:
 
 
 @router.get("/sessions/{key}/model-input", response={200: s.ModelInputOut, 304: None, **ERRORS, 409: s.ErrorOut},
-            summary="The model input: latest checkpoint plus the messages after it",
+            summary="The model input: what the application sent (sessions rebuilt from recorded requests), or the "
+                    "latest checkpoint plus the messages after it",
             description="Answers with an ETag of the session's state; sent back in If-None-Match, an unchanged "
-                        "input is answered 304 with no body, without building it.",
+                        "input is answered 304 with no body, without building it. `basis` in the answer says where "
+                        "it comes from.",
             openapi_extra=links(200, CountTokens=link("count_tokens", {"messages": "$response.body#/messages"})))
 def model_input(
     request, response: HttpResponse, key: str, format: s.FormatName = "ctxweb",
     as_of: int | None = Query(None, ge=0, le=2_000_000_000),
+    basis: Literal["recorded_request", "raw_log"] | None = Query(None, description=(
+        "recorded_request: what the application sent (the default of a session rebuilt from recorded requests); "
+        "raw_log: what ctxweb builds from the raw log by its own rules (the default of every other session)")),
 ):
     session = get_session(project(request), key)
     check_as_of(session, as_of)
-    tag = model_input_tag(session, format, as_of)
+    basis = check_basis(session, basis)
+    tag = model_input_tag(session, format, as_of, basis)
     # Per API key, and to be asked again each time: the tag, not an age, says whether it is still good.
     headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
     if matches(request.headers.get("If-None-Match", ""), tag):
@@ -225,8 +233,11 @@ def model_input(
         response[name] = value
     # A session never compacted has no checkpoint to look up: the count moves with every checkpoint stored,
     # and the tag above was made from the same row.
+    if basis == RECORDED_REQUEST:
+        return model_input_json(request, response, model_input_response(
+            build_recorded_input(session, as_of=as_of), format))
     checkpoint = None if not session.checkpoint_count else False
-    if format == "openai" and as_of is None:
+    if format == "openai" and as_of is None and not session.request_count:  # its figures are of this basis
         checkpoint = checkpoint if checkpoint is None else latest_checkpoint(session)
         if (body := stored_openai_response(session, checkpoint)) is not None:
             return model_input_json(request, response, body)

@@ -88,11 +88,12 @@ def new_client_id() -> str:
 
 def append_messages(
     project: Project, key: str, raw_messages, actor: str = "system", *, parsed: Batch | None = None,
-    fmt: str = "ctxweb", system=None, import_source: str | None = None,
+    fmt: str = "ctxweb", system=None, import_source: str | None = None, recording: bool = False,
 ) -> AppendResult:
     """Validate and store a batch. Nothing is stored unless every message is valid. An import names its
     source file (`import_source`, see session_store.get_or_create_locked); other appends are the
-    application's."""
+    application's. `recording`: sessions.recorded_requests is rebuilding the session from its requests,
+    and stores the figures of its model input once it has stored them all."""
     batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
     try:
         with transaction.atomic():
@@ -102,7 +103,8 @@ def append_messages(
             else:
                 session, created = get_or_create_locked(project, key, actor, import_source=import_source)
             result = AppendResult(session, created)
-            _store(session, batch.messages, result, actor, by_application=import_source is None)
+            _store(session, batch.messages, result, actor, by_application=import_source is None,
+                   recording=recording)
     except DomainError as exc:
         _name_the_message_sent(exc, batch.origin)
         raise
@@ -113,7 +115,7 @@ def append_messages(
 
 
 def _store(session: Session, batch: list[NewMessage], result: AppendResult, actor: str, *,
-           by_application: bool = True) -> None:
+           by_application: bool = True, recording: bool = False) -> None:
     given_ids = [m.client_id for m in batch if m.client_id]
     existing = stored_with_ids(session, given_ids) if given_ids else {}
 
@@ -181,6 +183,12 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     # took 0.36 ms of CPU to build against a few hundredths to run).
     update_fields(session, message_count=to_create[-1].seq, raw_tokens=session.raw_tokens + added_tokens,
                   last_activity_at=now, **figures)
+    if session.request_count and not recording:
+        # What the application sends is the model input of a session rebuilt from its requests: the
+        # figures above are those of ctxweb's own rules (sessions.recorded_input).
+        from .recorded_input import refresh_recorded_figures
+
+        refresh_recorded_figures(session)
     record(session, actor, MessagesAppended(
         input_tokens=session.input_tokens,
         count=len(to_create),

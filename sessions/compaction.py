@@ -598,7 +598,11 @@ def work_off_backlog(session: Session, *, max_runs: int | None = None, **options
 
 def needs_auto_compaction(session: Session, extra_tokens: int = 0) -> bool:
     """Whether automatic compaction is on for `session` and its model input (plus a request's
-    unpersisted tokens) is over max_tokens. From stored figures only."""
+    unpersisted tokens) is over max_tokens. From stored figures only. Never for a session rebuilt from
+    recorded requests: its application builds its own context, and ctxweb's summaries would not reach its
+    model (a compaction asked for still runs, on the input ctxweb would build from the raw log)."""
+    if session.request_count:
+        return False
     compaction = session.compaction_settings()
     return compaction.auto and session.input_tokens + extra_tokens > compaction.max_tokens
 

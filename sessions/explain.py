@@ -1,9 +1,13 @@
 """Explain: for every stored message, where it is in the model input, or why not.
 
-For a session rebuilt from recorded requests (sessions.recorded_requests), what the application itself
-sent decides: a message its latest request carried is in the input; one that request no longer carried was
-dropped by the application (`dropped_by_application`, naming the request where it was last sent and the
-first where it was missing), or replaced by the application's own summary or rewrite
+Explanations are read off the model input they explain, in any of its forms, so they never disagree with
+it: a message is explained `in_input` exactly when it is in that input.
+
+For a session rebuilt from recorded requests (basis recorded_request, sessions.recorded_input), what the
+application sent decides: a message the request in force carried is in the input (`edited_by_application`
+when it was sent in a form of the application's own); one that request no longer carried was dropped by
+the application (`dropped_by_application`, naming the request where it was last sent and the first where
+it was missing), or replaced by the application's own summary or rewrite
 (`replaced_by_application_summary`, when that first request sent a message matching no stored one).
 """
 
@@ -11,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .model_input import ModelInputShape, Omission, Reason
 from .models import Checkpoint, Message, RecordedRequest, Role
+from .recorded_input import RECORDED_REQUEST
 
 
 @dataclass
@@ -27,6 +32,7 @@ class Explanation:
     last_sent_request: int | None = None  # dropped: the last request that carried it (None: never sent)
     first_missing_request: int | None = None  # dropped: the first request without it
     replacements: tuple = field(default=())  # replaced: 1-based positions, in that request, of its own messages
+    edited_by_application: bool = False  # in the input as the application edited it
 
     def as_dict(self) -> dict:
         data = {"code": self.code, "sentence": self.sentence}
@@ -46,31 +52,24 @@ class Explanation:
             data["last_sent_request"] = self.last_sent_request
         if self.replacements:
             data["replacements"] = list(self.replacements)
+        if self.edited_by_application:
+            data["edited_by_application"] = True
         return data
 
 
 @dataclass
 class RequestHistory:
-    """What a session's recorded requests say about some of its raw messages."""
+    """What a session's requests, up to the one in force, say of the raw messages it did not carry."""
 
-    latest: int  # the latest request's number
-    carried: dict[int, tuple[int, int]]  # seq -> (position in the latest request, of how many messages)
     drops: dict[int, tuple[int, int | None, tuple]]  # seq -> (first request without it, last that sent it, replacements)
 
 
-def request_history(session, seqs) -> RequestHistory | None:
-    """For a session rebuilt from recorded requests, what its requests say about the raw messages `seqs`;
-    None for other sessions. Three queries at most, whatever the number of requests: the latest request,
-    the drops of every request, and the requests just before the drops that concern `seqs`."""
-    if not session.request_count:
-        return None
-    requests = RecordedRequest.objects.filter(session=session)
-    latest = requests.order_by("-number").values("number", "message_seqs").first()
-    if latest is None:
-        return None
-    sent = latest["message_seqs"] or []
-    carried = {seq: (index + 1, len(sent)) for index, seq in enumerate(sent) if seq is not None}
-    wanted = {seq for seq in seqs if seq not in carried}
+def request_history(session, seqs, upto: int) -> RequestHistory:
+    """What the requests numbered up to `upto` say of the raw messages `seqs`: for each, the latest request
+    that no longer carried it. Two queries at most, whatever the number of requests: the drops of every
+    request, and the requests just before the drops that concern `seqs`."""
+    requests = RecordedRequest.objects.filter(session=session, number__lte=upto)
+    wanted = set(seqs)
     first_missing: dict[int, tuple[int, tuple]] = {}
     if wanted:
         for number, dropped, unmatched in requests.order_by("number").values_list("number", "dropped_seqs", "unmatched"):
@@ -85,7 +84,7 @@ def request_history(session, seqs) -> RequestHistory | None:
         seq: (number, number - 1 if seq in previous.get(number - 1, ()) else None, replacements)
         for seq, (number, replacements) in first_missing.items()
     }
-    return RequestHistory(latest["number"], carried, drops)
+    return RequestHistory(drops)
 
 
 def covering_checkpoint(checkpoints: list[Checkpoint], seq: int) -> Checkpoint | None:
@@ -105,6 +104,8 @@ def explain_messages(
     `checkpoints` are the session's checkpoints (any order); only those the input's checkpoint extends
     count as covering.
     """
+    if model_input.basis == RECORDED_REQUEST:
+        return _explain_recorded(messages, model_input)
     current = model_input.checkpoint
     boundary = current.last_seq if current else 0
     chain = [c for c in checkpoints if current is not None and c.last_seq <= current.last_seq]
@@ -112,39 +113,107 @@ def explain_messages(
     left_out = (model_input.dropped, model_input.pending)
     omissions = model_input.omitted_by_seq
     total = model_input.entry_count
-    history = request_history(model_input.session, [m.seq for m in messages]) if model_input.as_of is None else None
+    return {message.seq: _explain(message, model_input, boundary, chain, positions, left_out, omissions, total)
+            for message in messages}
+
+
+def _explain_recorded(messages: list[Message], model_input) -> dict[int, "Explanation"]:
+    """Explanations against what the application sent (a ModelInput of basis recorded_request)."""
+    recorded = model_input.request
+    positions = model_input.every_position
+    total = model_input.entry_count
+    sent = model_input.sent_messages or []
+    in_request = {}  # seq -> (1-based position in the request, edited)
+    for index, entry in enumerate(model_input.entries[:len(sent)], start=1):
+        if entry.seq is not None:
+            in_request[entry.seq] = (index, entry.edited)
+    at_seq = recorded.at_seq if recorded is not None else 0
+    as_of = model_input.as_of
+    left_out = (model_input.dropped, model_input.pending)
+    omissions = model_input.omitted_by_seq
+    answered = set(recorded.response_seqs or ()) if recorded is not None else set()
+    dropped = [m.seq for m in messages if m.seq <= at_seq and m.seq not in positions and m.role != Role.SYSTEM
+               and m.seq not in answered and (as_of is None or m.seq <= as_of)]
+    history = request_history(model_input.session, dropped, recorded.number) if recorded is not None and dropped \
+        else RequestHistory({})
     explained = {}
     for message in messages:
-        by_requests = _by_requests(message, history) if history is not None else None
-        explained[message.seq] = by_requests or _explain(
-            message, model_input, boundary, chain, positions, left_out, omissions, total)
+        explained[message.seq] = _recorded(message, model_input, recorded, positions, total, in_request, at_seq,
+                                           history, left_out, omissions)
     return explained
 
 
-def _by_requests(message, history: RequestHistory) -> Explanation | None:
-    """What the application's own requests say of a raw message (None: they do not decide it, as for the
-    latest request's response, which no request has carried yet)."""
-    if message.role == Role.SYSTEM:
-        return None
-    latest = history.latest
-    if message.seq in history.carried:
-        position, count = history.carried[message.seq]
+def _recorded(message, model_input, recorded, positions, total, in_request, at_seq, history, left_out,
+              omissions) -> Explanation:
+    as_of = model_input.as_of
+    seq = message.seq
+    if as_of is not None and seq > as_of:
         return Explanation(
-            Reason.IN_INPUT,
-            f"In the model input: the application's latest request (request {latest}) sent it as message "
-            f"{position} of {count}.",
-            position=position, request=latest, request_position=position,
+            Reason.AFTER_AS_OF, f"Stored after message #{as_of}, so not part of the input as of #{as_of}."
         )
-    if message.seq not in history.drops:
-        return None
-    first_missing, last_sent, replacements = history.drops[message.seq]
+    number = recorded.number if recorded is not None else None
+    if seq in positions:
+        position = positions[seq]
+        if seq in in_request:
+            index, edited = in_request[seq]
+            count = len(model_input.sent_messages)
+            sent = f"request {number} sent it as message {index} of {count}"
+            hidden = ("" if message.include_in_messages else
+                      " It is hidden in ctxweb's own input (include_in_messages is false), but the application "
+                      "sent it.")
+            if edited:
+                return Explanation(
+                    Reason.IN_INPUT,
+                    f"In the model input as the application edited it: {sent}, with content of its own in place "
+                    f"of the raw text.{hidden}",
+                    position=position, request=number, request_position=index, edited_by_application=True,
+                )
+            return Explanation(Reason.IN_INPUT, f"In the model input: the application's {sent}.{hidden}",
+                               position=position, request=number, request_position=index)
+        if recorded is not None and seq in (recorded.response_seqs or ()):
+            where = f"the response to request {number}"
+        elif recorded is not None:
+            where = f"stored after request {number}, the latest the application sent"
+        else:
+            where = "stored before the application's first request"
+        explanation = _in_input(seq, position, total, left_out, f": {where}")
+        explanation.request = number
+        return explanation
+    if message.role == Role.SYSTEM:
+        return Explanation(
+            Reason.INSTRUCTIONS_ROLE,
+            "A stored system message. The application sends its own system prompt with each request, so a "
+            "stored system message is not part of the input.",
+        )
+    if seq > at_seq or (recorded is not None and seq in (recorded.response_seqs or ())):
+        if not message.include_in_messages:
+            return Explanation(
+                Reason.EXCLUDED,
+                "Hidden: include_in_messages is false. It stays in the raw log but is left out of the input.",
+            )
+        for omission in omissions.get(seq, ()):
+            if omission.whole_message:
+                return _omission_explanation(message, omission, 0)
+        return Explanation(Reason.EXCLUDED, "Not in the model input.")  # not reached; kept for safety
+    if seq in history.drops:
+        return _dropped(history.drops[seq], number)
+    return Explanation(
+        Reason.DROPPED_BY_APPLICATION,
+        f"Dropped by the application: stored before request {number}, the latest it sent, which does not carry "
+        f"it, and no request before that sent it either.",
+        first_missing_request=number,
+    )
+
+
+def _dropped(drop: tuple, latest: int) -> Explanation:
+    first_missing, last_sent, replacements = drop
     if last_sent is None:
         sent = (f"It was never sent: stored after request {first_missing - 1} (its response, or a message "
                 f"added then), and request {first_missing} was the first without it")
     else:
         sent = f"Last sent in request {last_sent}; request {first_missing} was the first without it"
     later = ("" if first_missing == latest else
-             f", and no later request sent it again (the latest is request {latest})")
+             f", and no later request sent it again (the request in force is request {latest})")
     if replacements:
         which = ", ".join(str(p) for p in replacements)
         return Explanation(
@@ -195,18 +264,22 @@ def _explain(message, model_input, boundary, chain, positions, left_out, omissio
         if omission.whole_message:
             return _omission_explanation(message, omission, boundary)
     if message.seq in positions:
-        calls = left_out[0].get(message.seq, ())
-        pending = left_out[1].get(message.seq, ())
-        sentence = f"In the model input, message {positions[message.seq]} of {total}."
-        if calls:
-            sentence += f" Its tool call(s) {', '.join(calls)} are left out: no result for them is in the input."
-        if pending:
-            sentence += (f" Its tool call(s) {', '.join(pending)} await their results and are left out of the "
-                         f"request until the results are appended.")
-        return Explanation(Reason.IN_INPUT, sentence, position=positions[message.seq], dropped_calls=tuple(calls),
-                           pending_calls=tuple(pending))
+        return _in_input(message.seq, positions[message.seq], total, left_out)
     # Not reached for stored messages of a consistent input; kept for safety.
     return Explanation(Reason.EXCLUDED, "Not in the model input.")
+
+
+def _in_input(seq: int, position: int, total: int, left_out: tuple, where: str = "") -> Explanation:
+    """In the input at `position` of `total` (`where`: how it got there), with the calls left out of it."""
+    calls, pending = left_out[0].get(seq, ()), left_out[1].get(seq, ())
+    sentence = f"In the model input, message {position} of {total}{where}."
+    if calls:
+        sentence += f" Its tool call(s) {', '.join(calls)} are left out: no result for them is in the input."
+    if pending:
+        sentence += (f" Its tool call(s) {', '.join(pending)} await their results and are left out of the "
+                     f"request until the results are appended.")
+    return Explanation(Reason.IN_INPUT, sentence, position=position, dropped_calls=tuple(calls),
+                       pending_calls=tuple(pending))
 
 
 def _omission_explanation(message, omission: Omission, boundary: int) -> Explanation:

@@ -25,7 +25,7 @@ ANTHROPIC_OPENING = "(The conversation begins with an assistant message.)"
 CTXWEB_OPTIONAL_FIELDS = (
     ("id", "client_id"), ("tool_calls", "tool_calls"), ("pending_tool_calls", "pending_calls"),
     ("dropped_tool_calls", "dropped_calls"), ("tool_call_id", "tool_call_id"), ("name", "name"),
-    ("is_error", "is_error"),
+    ("is_error", "is_error"), ("edited_by_application", "edited"), ("application_message", "own"),
 )
 
 
@@ -82,7 +82,10 @@ def _short_url(url: str) -> str:
 
 
 def to_openai(model_input: ModelInput) -> list[dict]:
-    return [openai_message(e.role, e.content, e.tool_calls, e.tool_call_id, e.name) for e in model_input.entries]
+    """What the application sent (a recorded request) goes out exactly as it was sent; the rest is rendered."""
+    sent = model_input.sent_messages or []
+    return list(sent) + [openai_message(e.role, e.content, e.tool_calls, e.tool_call_id, e.name)
+                         for e in model_input.entries[len(sent):]]
 
 
 # The roles as plain strings, looked up once: an input can hold thousands of entries.
@@ -293,10 +296,14 @@ def model_input_response(model_input: ModelInput, fmt: str) -> dict:
     totals = {"instructions": 0, "summary": 0, "messages": 0, "request": 0}
     for entry in model_input.entries:
         totals["messages" if entry.kind == "message" else entry.kind] += entry.tokens
+    request = model_input.request
     return {
         "format": fmt,
         "session": model_input.session.key,
         "as_of": model_input.as_of,
+        "basis": model_input.basis,
+        "request": request.number if request is not None else None,
+        "derived_from": (request.derived_from or None) if request is not None else None,
         "checkpoint": model_input.checkpoint,
         "tokens": {"total": model_input.tokens, **totals},
         "system": rendered.get("system") if fmt == "anthropic" else None,
@@ -374,7 +381,10 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
     None where the stored parts cannot say it all, for build_model_input to build it: a call awaiting
     its result or a message sent without some of its calls (either is sent otherwise than stored), a
     message stored without its rendering, a session changed since the request read it (its figures
-    would not be those of the messages read), a database of another kind."""
+    would not be those of the messages read), a database of another kind; and a session rebuilt from
+    recorded requests, whose stored figures are those of what its application sent."""
+    if session.request_count:
+        return None
     left_out = session.input_left_out
     if len(left_out) > MAX_SKIPPED or any(
         o["reason"] not in WHOLE_OMISSIONS or not o.get("whole_message", True) for o in left_out
@@ -399,6 +409,9 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
         "format": "openai",
         "session": session.key,
         "as_of": None,
+        "basis": "raw_log",
+        "request": None,
+        "derived_from": None,
         "checkpoint": checkpoint,
         "tokens": {"total": session.input_tokens, **totals},
         "system": None,

@@ -15,7 +15,7 @@ from .event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from .events import event_data
 from .explain import Explanation, covering_checkpoint, explain_messages
 from .formats import pretty_arguments
-from .message_sizes import for_page, too_long_for_page
+from .message_sizes import FIELD_SHOWN, TEXT_SHOWN, for_page, too_long_for_page
 from .model_input import (
     ModelInputShape,
     Reason,
@@ -25,7 +25,8 @@ from .model_input import (
     summary_message_text,
     visible_messages,
 )
-from .models import Checkpoint, Event, EventType, Message, Note, Role, Session
+from .models import Checkpoint, Event, EventType, Message, Note, RecordedRequest, Role, Session
+from .recorded_input import RAW_LOG, RECORDED_REQUEST, basis_of, build_recorded_input
 from .tokens import REPLY_PRIMING
 
 RAW_WINDOW = 60
@@ -91,6 +92,13 @@ class InputItem:
     tool_calls: list[ToolCallView] = field(default_factory=list)
     dropped_calls: list[str] = field(default_factory=list)
     pending_calls: list[str] = field(default_factory=list)
+    # What the application sent (basis recorded_request): the request's own message (no raw message:
+    # `content` is what it sent) or its edit of the raw message (`content` is the edited form).
+    own: bool = False
+    edited: bool = False
+    content: object = None
+    content_cut: bool = False
+    seq: int | None = None
 
     @property
     def provider_role(self) -> str:
@@ -241,7 +249,10 @@ def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Ch
                  before: int | None = None, limit: int = INPUT_WINDOW) -> InputWindow:
     """The newest `limit` stored messages of the model input (or those before seq `before`), with the
     instructions and the summary at the top of the first window (before=None), so the summary is always
-    on the page; the earlier messages load between the summary and the window, without them."""
+    on the page; the earlier messages load between the summary and the window, without them. For what
+    the application sent (basis recorded_request), `before` is a position in the input instead."""
+    if layout.basis == RECORDED_REQUEST:
+        return recorded_input_window(session, layout, before=before, limit=limit)
     shown = layout.stored_tail(before, limit)
     positions = layout.positions(shown)
     first_position = positions[shown[0].seq] if shown else None
@@ -270,13 +281,69 @@ def input_window(session: Session, layout: ModelInputShape, checkpoints: list[Ch
     return InputWindow(items, earlier, first_position, shown[0].seq if shown else None)
 
 
-def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None) -> ModelInputShape:
-    """The model input the page explains: the one built now, from the session's stored figures, or
-    the one as of message `as_of`, laid out again (reading every visible row up to it)."""
-    if as_of is None:
+def page_layout(session: Session, checkpoints: list[Checkpoint], as_of: int | None = None,
+                basis: str | None = None) -> ModelInputShape:
+    """The model input the page explains, on its basis (the session's own unless `basis` says): what the
+    application sent (sessions.recorded_input); or built by ctxweb's rules now, from the session's stored
+    figures, or as of message `as_of`, laid out again (reading every visible row up to it)."""
+    basis = basis or basis_of(session)
+    if basis == RECORDED_REQUEST:
+        return build_recorded_input(session, as_of=as_of)
+    if as_of is None and basis_of(session) == RAW_LOG:  # the stored figures are those of the session's basis
         latest = max(checkpoints, key=lambda c: c.last_seq) if checkpoints else None
         return stored_layout(session, checkpoint=latest)
     return layout_model_input(session, as_of=as_of)
+
+
+def _shown(content) -> tuple[object, bool]:
+    """Content the application sent, cut for a page as message_sizes.for_page cuts stored messages: a text
+    to its first TEXT_SHOWN characters; whether anything was cut."""
+    if isinstance(content, str):
+        return (content[:TEXT_SHOWN], True) if len(content) > TEXT_SHOWN else (content, False)
+    parts, cut, budget = [], False, TEXT_SHOWN
+    for part in content or ():
+        if part.get("type") == "text":
+            text = part.get("text", "")
+            if len(text) > budget:
+                text, cut = text[:budget], True
+            budget -= len(text)
+            parts.append({**part, "text": text})
+        elif part.get("type") == "image" and len(part.get("url", "")) <= FIELD_SHOWN:
+            parts.append(part)
+        else:
+            cut = True
+    return parts, cut
+
+
+def recorded_input_window(session: Session, model_input, *, before: int | None = None,
+                          limit: int = INPUT_WINDOW) -> InputWindow:
+    """The last `limit` entries of what the application sent (before position `before`), each with its raw
+    message when it is one, or what the application sent in its place (its own message, its edit)."""
+    entries = model_input.entries
+    end = len(entries) if before is None else max(0, min(before - 1, len(entries)))
+    start = max(0, end - limit)
+    shown = entries[start:end]
+    seqs = [e.seq for e in shown if e.seq is not None]
+    stored = {m.seq: m for m in for_page(session.messages.filter(seq__in=seqs))} if seqs else {}
+    results = _tool_results(session, list(stored.values()))
+    items = []
+    for position, entry in enumerate(shown, start=start + 1):
+        if entry.kind == "instructions":
+            items.append(InputItem("instructions", Role.SYSTEM, entry.tokens, position, text=entry.content))
+            continue
+        message = stored.get(entry.seq)
+        own = message is None
+        content, cut = _shown(entry.content) if own or entry.edited else (None, False)
+        calls = _calls(message, results) if message is not None else [
+            ToolCallView(c["id"], c["name"], pretty_arguments(c["arguments"]), None) for c in entry.tool_calls]
+        left_out = set(entry.dropped_calls) | {c["id"] for c in entry.pending_calls}
+        items.append(InputItem(
+            "message", entry.role, entry.tokens, position, message=message,
+            tool_calls=[c for c in calls if c.id not in left_out], dropped_calls=list(entry.dropped_calls),
+            pending_calls=[c["id"] for c in entry.pending_calls], own=own, edited=entry.edited and not own,
+            content=content, content_cut=cut, seq=entry.seq,
+        ))
+    return InputWindow(items, start, start + 1 if shown else None, None)
 
 
 def checkpoint_as_of(session: Session, checkpoint_id: int) -> int | None:
@@ -322,6 +389,19 @@ def compaction_diff(session: Session, checkpoint: Checkpoint, limit: int = DIFF_
     )
 
 
+def recorded_size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
+    """The size of what the application sent across the conversation (a session rebuilt from recorded
+    requests): one point per request (the newest `limit`), at the message it was sent after, with the tokens
+    ctxweb counted of it."""
+    rows = list(RecordedRequest.objects.filter(session=session).order_by("-number")
+                .values_list("number", "at_seq", "tokens")[:limit])[::-1]
+    points = [{"seq": at_seq, "tokens": tokens, "id": number, "kind": "request", "number": number}
+              for number, at_seq, tokens in rows]
+    if points:
+        points.insert(0, {"seq": 0, "tokens": REPLY_PRIMING, "id": 0, "kind": "start"})
+    return points
+
+
 def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
     """Model-input size across the conversation, from the figures events recorded when they happened:
     one point per append (sampled down to about `limit`), and a drop at every completed compaction."""
@@ -354,10 +434,13 @@ def size_series(session: Session, limit: int = CHART_POINTS) -> list[dict]:
     return points
 
 
-def chart_svg_data(session: Session, width: int = 1400, height: int = 170, as_of: ModelInputShape | None = None) -> dict:
+def chart_svg_data(session: Session, width: int = 1400, height: int = 170, as_of: ModelInputShape | None = None,
+                   basis: str | None = None) -> dict:
     """Coordinates for the server-rendered SVG chart: the line, round ticks on both axes, a marker per
-    drop, and the model input the page shows "as of" a message (`as_of`, laid out by page_layout)."""
-    points = size_series(session)
+    drop, and the model input the page shows "as of" a message (`as_of`, laid out by page_layout). On the
+    basis recorded_request, the line is what the application sent, request by request."""
+    recorded = (basis or basis_of(session)) == RECORDED_REQUEST
+    points = recorded_size_series(session) if recorded else size_series(session)
     compaction = session.compaction_settings()
     max_seq = max([session.message_count, 1] + [p["seq"] for p in points])
     highest = max([1, as_of.tokens if as_of is not None else 0] + [p["tokens"] for p in points])
@@ -397,21 +480,25 @@ def chart_svg_data(session: Session, width: int = 1400, height: int = 170, as_of
             "seq": as_of.as_of, "tokens": as_of.tokens, "x": x(as_of.as_of), "y": y(as_of.tokens)},
         "max_seq": max_seq,
         "empty": not points,
+        "recorded": recorded,
     }
 
 
-def session_view(session: Session, *, as_of: int | None = None, around: int | None = None) -> dict:
+def session_view(session: Session, *, as_of: int | None = None, around: int | None = None,
+                 basis: str | None = None) -> dict:
     """Everything the first screen of the session page needs."""
     checkpoints = checkpoints_of(session)
-    layout = page_layout(session, checkpoints, as_of)
+    layout = page_layout(session, checkpoints, as_of, basis)
     compaction = session.compaction_settings()
+    # An application that sends its own context is not compacted by ctxweb: no turn of it is "oversized".
+    turn = oversized_turn(layout, compaction) if layout.basis == RAW_LOG else None
     return {
         "layout": layout,
         "checkpoints": checkpoints,
         "raw": raw_window(session, layout, checkpoints, around=around),
         "input": input_window(session, layout, checkpoints),
         "compaction": compaction,
-        "meter": meter(layout.tokens, compaction, oversized_turn(layout, compaction)),
+        "meter": meter(layout.tokens, compaction, turn),
         "compaction_run": session.compaction_runs.order_by("-pk").first(),
     }
 

@@ -73,6 +73,11 @@ class Entry:
     pending_calls: list = field(default_factory=list)
     request_index: int | None = None  # for an unpersisted message of the request
     checkpoint: Checkpoint | None = None
+    # Sessions rebuilt from recorded requests (sessions.recorded_input): a message the application sent in
+    # a form of its own (`edited`: the raw message `seq`, changed), or that matches no stored message (`own`:
+    # its summary or rewrite, with no seq).
+    edited: bool = False
+    own: bool = False
 
 
 @dataclass
@@ -121,6 +126,7 @@ class ModelInputShape(ABC):
     omitted: list[Omission]  # what the input leaves out to stay valid
     tokens: int
     message_count: int  # stored messages in the input
+    basis = "raw_log"  # built by ctxweb's rules; sessions.recorded_input builds the other basis
 
     @property
     def head_count(self) -> int:
@@ -196,6 +202,13 @@ class ModelInput(_Placed):
     # The newest assistant message when nothing of it can be sent yet (no content, every call awaiting
     # its result): not an entry, since no provider would take it; the ctxweb format shows it as pending.
     awaiting: Entry | None = None
+    # Where it comes from (sessions.recorded_input): "raw_log", built by ctxweb's rules, or
+    # "recorded_request", what the application sent: `request` (the request in force, None before the
+    # first), whose messages are the first `len(sent_messages)` entries, sent as `sent_messages` (OpenAI
+    # Chat Completions messages, exactly as the application sent them).
+    basis: str = "raw_log"
+    request: object = None
+    sent_messages: list | None = None
 
     @property
     def pending_tool_calls(self) -> list[dict]:
@@ -402,6 +415,7 @@ class StoredMessage:
     kind = "message"
     dropped_calls = pending_calls = ()
     request_index = checkpoint = None
+    edited = own = False
 
     def __init__(self, row, content, tool_calls: list, tool_call_tokens: list):
         (self.seq, self.role, _, _, self.tokens, self.client_id, _, _, self.tool_call_id, self.call_seq, self.name,
@@ -594,20 +608,21 @@ def build_model_input(
 
 # Part of every model-input tag: change it whenever the input or a format is rendered differently for
 # the same stored state, so a tag given out by an older release never matches.
-TAG_VERSION = "2"
+TAG_VERSION = "3"
 
 
-def model_input_tag(session: Session, fmt: str, as_of: int | None) -> str:
+def model_input_tag(session: Session, fmt: str, as_of: int | None, basis: str = "raw_log") -> str:
     """The ETag of the model input of `session` in `fmt` (as of `as_of`), from the session's row alone:
     the input is a function of what is recorded here, and every change to it moves one of these.
     Appends move message_count; a checkpoint moves checkpoint_count and checkpoint_last_seq; new
     instructions, compaction settings and a message's include_in_messages flag move updated_at
     (message_edits.update_message); the figures kept of the input (tokens, messages, what it leaves
     out) come along too. Nothing else can change what the model input holds: messages and checkpoints
-    are never edited or deleted."""
+    are never edited or deleted. A session rebuilt from recorded requests also moves request_count with
+    every request recorded (its input is the request in force, of `basis` recorded_request)."""
     settings = session.compaction_settings()
     state = [
-        TAG_VERSION, session.pk, session.key, fmt, as_of,
+        TAG_VERSION, session.pk, session.key, fmt, as_of, basis, session.request_count,
         session.message_count, session.checkpoint_count, session.checkpoint_last_seq,
         session.updated_at.isoformat(),
         session.instructions_tokens, hashlib.blake2b(session.instructions.encode(), digest_size=16).hexdigest(),
@@ -758,14 +773,22 @@ def _save_figures(session: Session, **figures) -> None:
 
 def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool = False) -> int:
     """Lay the model input out again and store its figures on the session; call inside the transaction
-    that changed it (a checkpoint, a flag, the instructions). Returns the size in tokens."""
+    that changed it (a checkpoint, a flag, the instructions). Returns the size in tokens of the input
+    built by ctxweb's rules. The figures stored for a session rebuilt from recorded requests are those of
+    what its application sent (sessions.recorded_input)."""
     layout = layout_model_input(session, checkpoint=checkpoint)
+    checkpoint_last_seq = layout.checkpoint.last_seq if layout.checkpoint else 0
+    if session.request_count:
+        from .recorded_input import recorded_figures  # it builds on this module
+
+        _save_figures(session, checkpoint_last_seq=checkpoint_last_seq, **recorded_figures(session))
+        return layout.tokens
     _save_figures(
         session,
         input_tokens=layout.tokens,
         input_messages=layout.message_count,
         input_left_out=[o.as_dict() for o in layout.omitted],
-        checkpoint_last_seq=layout.checkpoint.last_seq if layout.checkpoint else 0,
+        checkpoint_last_seq=checkpoint_last_seq,
     )
     return layout.tokens
 

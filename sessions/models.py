@@ -322,7 +322,7 @@ class RecordedRequest(models.Model):
     # The span id (hex), or for a request-log line a digest of the file and line: a retried export or a
     # re-imported file stores nothing twice.
     external_id = models.CharField(max_length=200)
-    source = models.CharField(max_length=20)  # "otlp" | "request_log"
+    source = models.CharField(max_length=20)  # "otlp" | "request_log" | "trajectory"
     trace_id = models.CharField(max_length=64, blank=True, default="")
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -346,6 +346,17 @@ class RecordedRequest(models.Model):
     # Raw seqs the previous request carried, or that were appended since it, which this one no longer
     # carries: what the application itself dropped (or replaced, when `unmatched` is not empty).
     dropped_seqs = models.JSONField(default=list, blank=True)
+    # Indexes into `messages` of the messages the application sent in a form of its own (a trimmed tool
+    # output, an elided observation): each is the raw message its `message_seqs` item names, edited.
+    edited = models.JSONField(default=list, blank=True)
+    # Each message's tokens as sent (system messages included), counted once when it is recorded.
+    message_tokens = models.JSONField(default=list, blank=True)
+    # The highest raw seq stored when it was sent (its own new messages included, its response not): the
+    # model input as of a message is the request in force then, the latest whose at_seq is not after it.
+    at_seq = models.PositiveIntegerField(default=0)
+    # Not captured but worked out (a SWE-agent trajectory's declared history processors applied to its
+    # history): how, in a sentence. Empty for a request recorded as it was sent.
+    derived_from = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -355,6 +366,8 @@ class RecordedRequest(models.Model):
         indexes = [
             models.Index(fields=["session", "number"], name="recorded_request_number"),
             models.Index(fields=["session", "started_at"], name="recorded_request_started"),
+            # The request in force as of a message: the highest number whose at_seq is not after it.
+            models.Index(fields=["session", "at_seq"], name="recorded_request_at_seq"),
         ]
         ordering = ["session", "number"]
 

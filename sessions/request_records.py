@@ -3,17 +3,15 @@ their figures, and one request with its messages in any model-input format.
 
 The messages are stored exactly as the application sent them, in OpenAI Chat Completions shape, so the
 `openai` format returns them untouched; the other formats read them with the importers' OpenAI parser
-(sessions.provider_messages) and render them with the code that renders the model input
+(sessions.recorded_input.sent_entries) and render them with the code that renders the model input
 (sessions.formats), so a request and the model input look alike in every format.
 """
 
 from .errors import DomainError, NotFound
 from .formats import FORMATS, render_model_input
-from .importers.base import text_of
-from .model_input import Entry, ModelInput
-from .models import RecordedRequest, Role, Session
-from .provider_messages import to_ctxweb
-from .tokens import count_message
+from .model_input import ModelInput
+from .models import RecordedRequest, Session
+from .recorded_input import sent_entries
 
 # What a page of requests reads: not the messages and responses themselves (message_seqs has one item
 # per message sent, so it gives their count).
@@ -37,31 +35,6 @@ def get_request(session: Session, number: int) -> RecordedRequest:
     return found
 
 
-def _entries(recorded: RecordedRequest) -> list[Entry]:
-    """The messages sent as entries of a model input: system messages as its instructions, the others as
-    messages carrying the raw seq each matched."""
-    try:
-        translated = to_ctxweb("openai", recorded.messages)
-    except DomainError as exc:  # stored requests were checked when recorded; this is for safety
-        raise DomainError(f"request {recorded.number} cannot be shown in this format: {exc.detail}",
-                          code="invalid_message") from exc
-    seqs = recorded.message_seqs or []
-    entries = []
-    for message, origin in zip(translated.messages, translated.origin, strict=True):
-        role = message["role"]
-        content = message.get("content")
-        content = "" if content is None else content
-        calls = message.get("tool_calls") or []
-        name = message.get("name") or ""
-        tokens = count_message(role, content, name, calls).total
-        if role == Role.SYSTEM:
-            entries.append(Entry("instructions", Role.SYSTEM, text_of(content), tokens))
-            continue
-        entries.append(Entry("message", role, content, tokens, seq=seqs[origin] if origin < len(seqs) else None,
-                             tool_calls=calls, tool_call_id=message.get("tool_call_id") or "", name=name))
-    return entries
-
-
 def render_request(session: Session, recorded: RecordedRequest, fmt: str) -> RecordedRequest:
     """The request, ready for schemas.RecordedRequestOut: its messages rendered in `fmt` (openai: exactly
     as stored) as `rendered_messages`, Anthropic's system text as `rendered_system`."""
@@ -71,7 +44,7 @@ def render_request(session: Session, recorded: RecordedRequest, fmt: str) -> Rec
     if fmt == "openai":
         messages = recorded.messages
     else:
-        rendered = render_model_input(ModelInput(session, None, None, _entries(recorded), []), fmt)
+        rendered = render_model_input(ModelInput(session, None, None, sent_entries(recorded), []), fmt)
         if fmt == "anthropic":
             messages, system = rendered["messages"], rendered.get("system")
         else:

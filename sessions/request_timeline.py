@@ -5,7 +5,7 @@ The timeline reads the session's requests in one query, leaving out what they se
 `response`): only the figures and the lists of seqs it marks. A diff reads its two requests in one query
 and the raw messages it names in one more, cut for the page (message_sizes.for_page)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .chart import round_step, token_ticks
 from .message_sizes import for_page
@@ -194,6 +194,7 @@ class OwnMessage:
     tool_calls: list[dict]  # [{"name", "arguments"}]
     images: int  # image parts (not shown)
     also_in_previous: bool  # the previous request sent the same message
+    edits: int | None = None  # the raw seq it is the application's edit of (None: it matches no raw message)
 
 
 @dataclass
@@ -208,6 +209,7 @@ class RequestDiff:
     instructions_changed: bool
     next_number: int | None  # the following request, when there is one
     kept: int = 0  # raw messages both requests carried
+    edited: list[OwnMessage] = field(default_factory=list)  # its edits of raw messages, each naming the seq
 
     @property
     def number(self) -> int:
@@ -272,6 +274,15 @@ def request_diff(session: Session, number: int, limit: int = DIFF_LIMIT) -> Requ
         if not isinstance(i, int) or not 0 <= i < len(request.messages) or not isinstance(request.messages[i], dict):
             continue
         own.append(_own_message(i, request.messages[i], previous_own))
+    # What it sent of a raw message in a form of its own (a trimmed output, an elided observation).
+    previous_edits = [previous.messages[i] for i in previous.edited or ()
+                      if isinstance(i, int) and 0 <= i < len(previous.messages)] if previous else []
+    edited = []
+    for i in request.edited or ():
+        if isinstance(i, int) and 0 <= i < len(request.messages) and isinstance(request.messages[i], dict):
+            edit = _own_message(i, request.messages[i], previous_edits)
+            edit.edits = request.message_seqs[i]
+            edited.append(edit)
     return RequestDiff(
         request=request,
         previous=previous,
@@ -280,6 +291,7 @@ def request_diff(session: Session, number: int, limit: int = DIFF_LIMIT) -> Requ
         added=[RawMention(s, raw.get(s), s in responded) for s in shown_added],
         added_more=len(added_seqs) - len(shown_added),
         own=own,
+        edited=edited,
         instructions_changed=bool(previous) and _system_messages(previous) != _system_messages(request),
         next_number=number + 1 if number < session.request_count else None,
         kept=len(before & set(now)),

@@ -33,8 +33,10 @@ from .event_types import EVENT_DATA, EventData
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
 FormatName = Literal["ctxweb", "openai", "anthropic", "openai-responses"]
+BasisName = Literal["recorded_request", "raw_log"]
 # The shapes messages may be sent in: ours, or a provider's own (sessions.provider_messages).
 MessageFormatName = Literal["ctxweb", "openai", "anthropic", "openai-responses"]
+BasisName = Literal["recorded_request", "raw_log"]
 SummarizerName = Literal["extractive", "openai"]
 SessionSource = Literal["requests", "import", "api"]
 MAX_ID_LENGTH = 200
@@ -479,14 +481,16 @@ class ExplainOut(Schema):
         "awaiting_tool_result, after_as_of; for sessions rebuilt from recorded requests also "
         "dropped_by_application and replaced_by_application_summary"))
     sentence: str = Field(description="the same, in one plain sentence")
-    position: int | None = Field(None, description="in_input: its 1-based position in the model input (for a "
-                                                   "session rebuilt from requests, in the latest request)")
+    position: int | None = Field(None, description="in_input: its 1-based position in the model input")
     checkpoint_id: int | None = Field(None, description="covered_by_checkpoint: the checkpoint that first covered it")
     checkpoint_number: int | None = None
     dropped_tool_calls: list[str] = Field(default_factory=list, description="its tool calls left out: no result in the input")
     pending_tool_calls: list[str] = Field(default_factory=list, description="its tool calls awaiting their results")
-    request: int | None = Field(None, description="in_input, rebuilt from requests: the latest request, which sent it")
-    request_position: int | None = Field(None, description="its 1-based position among that request's messages")
+    request: int | None = Field(None, description=(
+        "in_input, rebuilt from requests: the request in force, which sent it (or which it answered, or after "
+        "which it was stored)"))
+    request_position: int | None = Field(None, description="its 1-based position among that request's messages, "
+                                                           "when the request sent it")
     last_sent_request: int | None = Field(
         None, description="dropped/replaced by the application: the last request that sent it (null: never sent)")
     first_missing_request: int | None = Field(
@@ -494,6 +498,9 @@ class ExplainOut(Schema):
     replacements: list[int] = Field(default_factory=list, description=(
         "replaced_by_application_summary: 1-based positions, in first_missing_request, of the messages that match "
         "no stored message (the application's summary or rewrite)"))
+    edited_by_application: bool = Field(False, description=(
+        "in_input, rebuilt from requests: the application sent it in a form of its own (a trimmed tool output, an "
+        "elided observation); the raw log keeps what the user saw"))
 
 
 class MessageOut(MessageRecord):
@@ -798,6 +805,16 @@ class ModelInputOut(Schema):
     format: FormatName
     session: str
     as_of: int | None
+    basis: BasisName = Field(description=(
+        "where it comes from: recorded_request, what the application sent (sessions rebuilt from recorded "
+        "requests: the request in force, exactly as sent, its response and the messages stored after it); "
+        "raw_log, built by ctxweb from the raw log (instructions, latest checkpoint, visible messages after it)"))
+    request: int | None = Field(None, description=(
+        "basis recorded_request: the number of the request in force (GET /sessions/{key}/requests/{number}); "
+        "null before the application's first request"))
+    derived_from: str | None = Field(None, description=(
+        "basis recorded_request: when the request was not captured but worked out from the source's declared "
+        "configuration (a SWE-agent trajectory's history processors), how"))
     checkpoint: CheckpointOut | None
     tokens: TokenTotalsOut
     system: str | None = Field(None, description="anthropic format: the instructions")

@@ -11,7 +11,7 @@ from .models import Message, Session
 
 # Metadata keys the panel shows in sections of their own rather than in its table.
 IMPORT_KEY = "imported_from"
-LINK_KEYS = ("parent_session", "sidechains", "sidechain", "parent_tool_call_id")
+LINK_KEYS = ("parent_session", "sidechains", "sidechain", "parent_tool_call_id", "thread_of", "threads")
 # A metadata value longer than this, as text or JSON, is folded behind its first characters.
 VALUE_SHOWN = 160
 # An object in the metadata is listed key by key, at most this deep and in at most this many rows.
@@ -98,20 +98,30 @@ def relatives(session: Session) -> dict:
     metadata = session.metadata or {}
     parent_key = metadata.get("parent_session") if isinstance(metadata.get("parent_session"), str) else None
     listed = [k for k in metadata.get("sidechains") or () if isinstance(k, str)]
-    wanted = Q(metadata__parent_session=session.key) | Q(key__in=listed)
+    # Threads of one recorded conversation (sessions.recorded_requests): the first lists the others.
+    first_thread = metadata.get("thread_of") if isinstance(metadata.get("thread_of"), str) else None
+    threads = [k for k in metadata.get("threads") or () if isinstance(k, str)] if isinstance(
+        metadata.get("threads"), list) else []
+    wanted = Q(metadata__parent_session=session.key) | Q(key__in=listed + threads)
     if parent_key:
         wanted |= Q(key=parent_key)
+    if first_thread:
+        wanted |= Q(key=first_thread) | Q(metadata__thread_of=first_thread)
     found = (Session.objects.filter(wanted, project_id=session.project_id, being_imported=False)
              .exclude(pk=session.pk).select_related("project")
              .only("key", "title", "message_count", "metadata", "project__name").order_by("key"))
-    parent, children = None, []
+    parent, children, thread_sessions = None, [], []
     for other in found:
         if other.key == parent_key:
             parent = other
+        elif other.key == first_thread or other.key in threads or (
+                first_thread and (other.metadata or {}).get("thread_of") == first_thread):
+            thread_sessions.append(other)
         else:
             children.append(other)
     call_id = metadata.get("parent_tool_call_id")
     return {"parent": parent, "parent_key": parent_key, "sub_agents": children,
+            "threads": thread_sessions, "thread_of": first_thread,
             "parent_tool_call_id": call_id, "parent_call_seq": _call_seq(parent, call_id),
             "missing_sub_agents": sorted(set(listed) - {c.key for c in children})}
 

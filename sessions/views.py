@@ -50,6 +50,7 @@ from .notes import (
     set_tags,
     tag_names,
 )
+from .recorded_input import RAW_LOG
 from .request_timeline import request_diff, request_timeline
 from .search import search as search_hits
 from .session_store import update_session
@@ -116,6 +117,12 @@ def session_list(request: HttpRequest) -> HttpResponse:
 # --- session page --------------------------------------------------------------------------------
 
 
+def _basis(request, session) -> str | None:
+    """The model input's basis the page is asked for: ctxweb's own rules (`?basis=raw_log`) on a session
+    rebuilt from recorded requests; otherwise the session's own (None)."""
+    return RAW_LOG if request.GET.get("basis") == RAW_LOG and session.request_count else None
+
+
 def _as_of(request, session):
     as_of = _int(request.GET.get("as_of"), maximum=session.message_count)
     checkpoint_id = _int(request.GET.get("as_of_checkpoint"))
@@ -135,7 +142,8 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     asked = (request.GET.get("seq") or "").strip()
     missing_seq = asked if asked and target is None else ""
     # "As of" opens the raw log where that input ended, unless a message was asked for.
-    view = session_view(session, as_of=as_of, around=target if target is not None else as_of)
+    basis = _basis(request, session)
+    view = session_view(session, as_of=as_of, around=target if target is not None else as_of, basis=basis)
     events, more_events = newest_events(session)
     return render(request, "sessions/detail.html", {
         "session_notes": session_notes(session),
@@ -143,6 +151,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "session": session,
         "perms": access.permissions(request.user, session.project),
         "as_of": as_of,
+        "basis": basis,
         "as_of_checkpoint": _int(request.GET.get("as_of_checkpoint")),
         "target": target,
         "missing_seq": missing_seq,
@@ -163,7 +172,7 @@ def _laid_out(request: HttpRequest, project: str, key: str):
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
     checkpoints = checkpoints_of(session)
-    return session, as_of, checkpoints, page_layout(session, checkpoints, as_of)
+    return session, as_of, checkpoints, page_layout(session, checkpoints, as_of, _basis(request, session))
 
 
 @login_required
@@ -179,6 +188,7 @@ def raw_log_fragment(request: HttpRequest, project: str, key: str) -> HttpRespon
     return render(request, "sessions/_raw_window.html", {
         "session": session, "raw": window, "direction": "later" if after is not None else "earlier",
         "as_of": as_of, "perms": access.permissions(request.user, session.project), "layout": layout,
+        "basis": _basis(request, session),
     })
 
 
@@ -189,7 +199,7 @@ def model_input_fragment(request: HttpRequest, project: str, key: str) -> HttpRe
     before = _int(request.GET.get("before"))
     window = input_window(session, layout, checkpoints, before=before)
     return render(request, "sessions/_input_window.html", {"session": session, "input": window, "as_of": as_of,
-                                                           "layout": layout})
+                                                           "layout": layout, "basis": _basis(request, session)})
 
 
 @login_required
@@ -200,10 +210,12 @@ def live_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     after = _int(request.GET.get("after"), 0)
     if session.message_count <= after:
         return HttpResponse(status=204)
-    view = session_view(session)
+    basis = _basis(request, session)
+    view = session_view(session, basis=basis)
     window = raw_window(session, view["layout"], view["checkpoints"], after=after, limit=200)
     return render(request, "sessions/_live.html", {
-        "session": session, "raw": window, "perms": access.permissions(request.user, session.project), **{
+        "session": session, "raw": window, "perms": access.permissions(request.user, session.project),
+        "basis": basis, **{
             k: view[k] for k in ("layout", "input", "meter", "compaction", "checkpoints")},
     })
 
@@ -214,8 +226,10 @@ def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse
     """The size chart; on a page shown "as of" a message, that model input is marked on it."""
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
-    shown = page_layout(session, checkpoints_of(session), as_of) if as_of is not None else None
-    return render(request, "sessions/_chart.html", {"session": session, "chart": chart_svg_data(session, as_of=shown)})
+    basis = _basis(request, session)
+    shown = page_layout(session, checkpoints_of(session), as_of, basis) if as_of is not None else None
+    return render(request, "sessions/_chart.html", {"session": session,
+                                                    "chart": chart_svg_data(session, as_of=shown, basis=basis)})
 
 
 @login_required

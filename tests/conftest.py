@@ -156,6 +156,7 @@ LONGEST_FIRST = (
     "tests/browser/",
     "tests/formats/",
     "tests/importers/test_transcript_files.py",
+    "tests/test_every_model_input.py",
     "tests/dashboard/test_write_access.py",
     "tests/test_projection_properties.py",
     "tests/test_compaction",

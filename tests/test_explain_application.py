@@ -11,17 +11,21 @@ from django.test.utils import CaptureQueriesContext
 from sessions.explain import explain_messages
 from sessions.model_input import Reason, build_model_input
 from sessions.models import Message, RecordedRequest, Session
+from sessions.recorded_input import build_recorded_input
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def request(session, number, message_seqs, response_seqs=(), dropped=(), unmatched=()):
+    # Sent right before its response was stored (as recording sets at_seq), or after the newest it carried.
+    sent = max((s for s in message_seqs if s is not None), default=0)
+    at_seq = min(response_seqs) - 1 if response_seqs and min(response_seqs) > sent else sent
     return RecordedRequest.objects.create(
         session=session, number=number, external_id=f"r{number}", source="otlp",
         started_at=T0 + timedelta(seconds=number), messages=[{"role": "user", "content": "x"}] * len(message_seqs),
         message_seqs=list(message_seqs), response_seqs=list(response_seqs), dropped_seqs=list(dropped),
-        unmatched=list(unmatched))
+        unmatched=list(unmatched), at_seq=at_seq)
 
 
 @pytest.fixture
@@ -34,7 +38,8 @@ def session(append):
 def explained(session, **build):
     session = Session.objects.get(pk=session.pk)
     messages = list(Message.objects.filter(session=session).order_by("seq"))
-    return explain_messages(messages, build_model_input(session, **build), [])
+    build_input = build_recorded_input if session.request_count else build_model_input
+    return explain_messages(messages, build_input(session, **build), [])
 
 
 def recorded(session, *rows):
@@ -53,14 +58,16 @@ def test_the_latest_request_decides_what_is_in_the_input(session):
     found = explained(session)
     assert [found[s].code for s in (3, 4, 5)] == [Reason.IN_INPUT] * 3
     assert (found[5].request, found[5].position, found[5].request_position) == (3, 4, 4)
-    assert found[5].sentence == "In the model input: the application's latest request (request 3) sent it as message 4 of 4."
+    assert found[5].sentence == "In the model input: the application's request 3 sent it as message 4 of 4."
     assert found[1].code == Reason.DROPPED_BY_APPLICATION
     assert (found[1].last_sent_request, found[1].first_missing_request) == (2, 3)
     assert found[1].sentence == (
         "Dropped by the application from its own requests. Last sent in request 2; request 3 was the first "
         "without it.")
-    assert found[6].code == Reason.IN_INPUT and found[6].request is None, "the latest response: as for any session"
-    assert found[7].code == Reason.IN_INPUT and found[7].request is None
+    assert found[6].code == Reason.IN_INPUT and found[6].request == 3
+    assert found[6].sentence == "In the model input, message 5 of 7: the response to request 3."
+    assert found[7].code == Reason.IN_INPUT and found[7].position == 6
+    assert found[7].sentence == "In the model input, message 6 of 7: stored after request 3, the latest the application sent."
 
 
 def test_a_message_never_sent_is_said_so(session):
@@ -72,8 +79,8 @@ def test_a_message_never_sent_is_said_so(session):
     assert (found.last_sent_request, found.first_missing_request) == (None, 2)
     assert found.sentence.startswith("Dropped by the application from its own requests. It was never sent: stored "
                                      "after request 1 (its response, or a message added then), and request 2 was "
-                                     "the first without it, and no later request sent it again (the latest is "
-                                     "request 3).")
+                                     "the first without it, and no later request sent it again (the request in "
+                                     "force is request 3).")
     assert found.as_dict()["last_sent_request"] is None
 
 
@@ -95,17 +102,22 @@ def test_a_replacement_by_the_application_s_summary(session):
                                   "first_missing_request": 2, "last_sent_request": 1, "replacements": [2]}
 
 
-def test_as_of_explains_against_that_input_as_for_any_session(session):
+def test_as_of_explains_against_the_request_in_force_then(session):
     recorded(session, (1, [1, 2]), (2, [2, 3], {"dropped": [1]}))
+    found = explained(session, as_of=2)
+    assert found[1].code == found[2].code == Reason.IN_INPUT and found[1].request == 1
+    assert found[3].code == Reason.AFTER_AS_OF
     found = explained(session, as_of=4)
-    assert found[1].code == Reason.IN_INPUT and found[5].code == Reason.AFTER_AS_OF
+    assert found[1].code == Reason.DROPPED_BY_APPLICATION and found[1].first_missing_request == 2
+    assert found[4].code == Reason.IN_INPUT and "stored after request 2" in found[4].sentence
+    assert found[5].code == Reason.AFTER_AS_OF
 
 
 def test_the_cost_does_not_grow_with_the_number_of_requests(session, append):
     recorded(session, *[(n, [n, n + 1], {"dropped": [n - 1]} if n > 1 else {}) for n in range(1, 8)])
     session = Session.objects.get(pk=session.pk)
     messages = list(Message.objects.filter(session=session).order_by("seq"))
-    model_input = build_model_input(session)
+    model_input = build_recorded_input(session)
     with CaptureQueriesContext(connection) as queries:
         found = explain_messages(messages, model_input, [])
     assert len(queries) <= 3

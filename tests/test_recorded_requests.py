@@ -101,14 +101,156 @@ def test_an_application_summary_matches_no_raw_message(project):
 
 
 @pytest.mark.django_db
-def test_a_request_replacing_everything_appends_only_its_new_turn(project):
+def test_a_request_replacing_everything_but_its_last_answer_appends_only_its_new_turn(project):
+    requests = conversation(2)
+    requests.append(captured(3, [SYSTEM, user("Summary: two questions were answered."), assistant("answer 2"),
+                                 user("question 3")]))
+    record_requests(project, requests)
+    third = recorded()[2]
+    assert third.unmatched == [1]
+    assert third.dropped_seqs == [1, 2, 3]
+    assert raw_log()[-1] == ("user", "question 3")
+
+
+@pytest.mark.django_db
+def test_a_request_replacing_everything_with_a_summary_goes_on_in_the_same_session(project):
     requests = conversation(1)
     requests.append(captured(2, [SYSTEM, user("Summary: one question was answered."), user("question 2")]))
-    record_requests(project, requests)
+    result = record_requests(project, requests)
+    assert result.sessions == ["conv"]
     second = recorded()[1]
     assert second.unmatched == [1]
     assert second.dropped_seqs == [1, 2]
     assert raw_log()[-1] == ("user", "question 2")
+
+
+@pytest.mark.django_db
+def test_an_opening_request_with_another_first_question_starts_a_thread(project):
+    requests = conversation(2)
+    requests.append(captured(3, [SYSTEM, user("a question about something else")], assistant("another answer")))
+    result = record_requests(project, requests)
+    assert result.sessions == ["conv", "conv:2"]
+    assert raw_log("conv:2") == [("user", "a question about something else"), ("assistant", "another answer")]
+    first, second = Session.objects.get(key="conv"), Session.objects.get(key="conv:2")
+    assert first.metadata["threads"] == ["conv:2"] and second.metadata["thread_of"] == "conv"
+    assert (first.request_count, second.request_count) == (2, 1)
+    # A retry of an opening request, and a request going on from it, stay in its thread.
+    more = [captured(4, [SYSTEM, user("a question about something else")], assistant("another answer")),
+            captured(5, [SYSTEM, user("question 1"), assistant("answer 1"), user("question 2"),
+                         assistant("answer 2"), user("question 3")], assistant("answer 3"))]
+    record_requests(project, more)
+    assert Session.objects.get(key="conv:2").request_count == 2
+    assert Session.objects.get(key="conv").request_count == 3
+
+
+def agent_requests(key, system, task, turns, start, step=2):
+    """One agent's requests: its own system prompt and task, keeping its whole history."""
+    history, requests = [{"role": "system", "content": system}, user(task)], []
+    for n in range(turns):
+        answer = assistant(f"{system[:12]} step {n}")
+        requests.append(captured(start + n * step, list(history), answer, key=key))
+        history = [*history, answer, user(f"go on {n}")]
+    return requests
+
+
+@pytest.mark.django_db
+def test_two_agents_in_one_trace_are_two_threads_each_with_only_its_own_requests(project):
+    """A root-cause agent hands over to a patch agent, their requests interleaved in one trace: each thread
+    holds one agent's requests, so no model input pairs one agent's system prompt with the other's task."""
+    root = agent_requests("trace-1", "You find the root cause.", "Why does login fail?", 3, start=1)
+    patch = agent_requests("trace-1", "You write the patch.", "Patch: the token check is inverted.", 3, start=2)
+    result = record_requests(project, root + patch)
+    assert result.rejected == [] and result.sessions == ["trace-1", "trace-1:2"]
+    for key, system, task in (("trace-1", "You find the root cause.", "Why does login fail?"),
+                              ("trace-1:2", "You write the patch.", "Patch: the token check is inverted.")):
+        session = Session.objects.get(key=key)
+        assert session.instructions == system
+        assert raw_log(key)[0] == ("user", task)
+        assert all(r.messages[0]["content"] == system for r in recorded(key))
+        assert session.request_count == 3
+    # A later capture of the same trace goes on in the thread it continues.
+    more = captured(20, [{"role": "system", "content": "You write the patch."},
+                         user("Patch: the token check is inverted."), assistant("You write the  step 0")],
+                    key="trace-1")
+    record_requests(project, [more])
+    assert Session.objects.get(key="trace-1:2").request_count == 4
+    assert Session.objects.get(key="trace-1").request_count == 3
+
+
+@pytest.mark.django_db
+def test_a_thread_goes_on_through_a_new_system_prompt_when_it_carries_its_own_turns(project):
+    """An application whose system prompt changes every request (the date in it) is one conversation: each
+    request carries the answers of the one before."""
+    requests = []
+    history = [user("question 1")]
+    for n in range(1, 4):
+        system = {"role": "system", "content": f"Today is day {n}."}
+        answer = assistant(f"answer {n}")
+        requests.append(captured(n, [system, *history], answer))
+        history = [*history, answer, user(f"question {n + 1}")]
+    result = record_requests(project, requests)
+    assert result.sessions == ["conv"] and Session.objects.get(key="conv").request_count == 3
+
+
+@pytest.mark.django_db
+def test_a_message_sent_again_after_others_is_a_new_raw_message_where_it_was_sent(project):
+    """SWE-agent sends "Your last output did not use any tool calls!" each time the model answers without
+    one, and drops the pair from its next request: the second time it is sent, it is a new raw message
+    after the newest, never the old one four messages back."""
+    nudge = user("Your last output did not use any tool calls!")
+    a1, a2, a3 = assistant("I looked."), assistant("Done, I think."), assistant("Really done.")
+    requests = [
+        captured(1, [SYSTEM, user("fix the bug")], a1),
+        captured(2, [SYSTEM, user("fix the bug"), a1, nudge], a2),
+        captured(3, [SYSTEM, user("fix the bug"), a1, user("ran the tests")], a3),
+        captured(4, [SYSTEM, user("fix the bug"), a1, user("ran the tests"), a3, nudge], assistant("Submitting.")),
+    ]
+    record_requests(project, requests)
+    assert raw_log() == [("user", "fix the bug"), ("assistant", "I looked."), ("user", nudge["content"]),
+                         ("assistant", "Done, I think."), ("user", "ran the tests"), ("assistant", "Really done."),
+                         ("user", nudge["content"]), ("assistant", "Submitting.")]
+    fourth = recorded()[3]
+    assert fourth.message_seqs == [None, 1, 2, 5, 6, 7]
+    assert recorded()[2].dropped_seqs == [3, 4]
+
+
+@pytest.mark.django_db
+def test_a_message_the_application_shortened_in_place_is_its_edit_of_the_raw_message(project):
+    """An application that trims an old tool output keeps the message where it was, with other text: the
+    raw log keeps the full output, and the request says it sent an edit of it."""
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "cat", "arguments": '{"path": "a.py"}'}}]}
+    full = {"role": "tool", "tool_call_id": "call_1", "content": "line\n" * 200}
+    trimmed = {"role": "tool", "tool_call_id": "call_1", "content": "(200 lines omitted)"}
+    requests = [
+        captured(1, [SYSTEM, user("read a.py")], call),
+        captured(2, [SYSTEM, user("read a.py"), call, full], assistant("It has 200 lines.")),
+        captured(3, [SYSTEM, user("read a.py"), call, trimmed, assistant("It has 200 lines."), user("thanks")],
+                 assistant("You are welcome.")),
+        captured(4, [SYSTEM, user("read a.py"), call, trimmed, assistant("It has 200 lines."), user("thanks"),
+                     assistant("You are welcome."), user("bye")], assistant("Bye.")),
+    ]
+    record_requests(project, requests)
+    assert [role for role, _ in raw_log()] == ["user", "assistant", "tool", "assistant", "user", "assistant",
+                                               "user", "assistant"]
+    assert raw_log()[2] == ("tool", "line\n" * 200), "the raw log keeps what the user saw"
+    third, fourth = recorded()[2], recorded()[3]
+    assert third.message_seqs == [None, 1, 2, 3, 4, 5] and third.edited == [3]
+    assert fourth.message_seqs == [None, 1, 2, 3, 4, 5, 6, 7] and fourth.edited == [3]
+    assert third.dropped_seqs == [] and third.unmatched == []
+    assert third.message_tokens[3] < 20 < recorded()[1].message_tokens[3]
+    assert third.tokens == sum(third.message_tokens) + 3
+
+
+@pytest.mark.django_db
+def test_a_summary_in_place_of_the_first_turn_is_not_an_edit(project):
+    requests = conversation(2)
+    requests.append(captured(3, [SYSTEM, user("Summary: question 1 was answered."), user("question 2"),
+                                 assistant("answer 2"), user("question 3")]))
+    record_requests(project, requests)
+    third = recorded()[2]
+    assert third.edited == [] and third.unmatched == [1]
+    assert third.message_seqs == [None, None, 3, 4, 5]
 
 
 @pytest.mark.django_db

@@ -77,6 +77,7 @@ class Parsed:
     # record_requests, which rebuilds their sessions; `sessions` is then empty.
     requests: list | None = None
     request_lines: list[int] | None = None  # the line each request was read from, for errors
+    request_metadata: dict | None = None  # conversation key -> metadata of the sessions its requests rebuild
 
 
 @dataclass(frozen=True)

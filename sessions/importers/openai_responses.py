@@ -229,7 +229,10 @@ def parse(value, source: Source) -> Parsed:
         instructions = value.get("instructions")
         if instructions is not None and not isinstance(instructions, str):
             raise TranscriptError("instructions must be a string")
-        items = value["input"]
+        items = value.get("input")
+        if not isinstance(items, list | str):
+            raise TranscriptError("a Responses request body needs `input`: a list of input items or a string "
+                                  f"({'it has none' if 'input' not in value else 'not ' + type(items).__name__})")
         if isinstance(items, str):
             items = [{"type": "message", "role": "user", "content": items}]
     elif isinstance(value, list):

@@ -25,6 +25,7 @@ from pathlib import Path
 import ijson
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from sessions.append import append_messages
@@ -95,7 +96,7 @@ class ImportSummary:
             f"entr{'y' if self.total('entries_skipped') == 1 else 'ies'} without a message)."
         )
         if self.total("requests") or self.total("requests_duplicate"):
-            line += (f" Recorded {self.total('requests')} request(s) from request logs "
+            line += (f" Recorded {self.total('requests')} request(s) from request logs and trajectories "
                      f"({self.total('requests_duplicate')} already recorded).")
         if self.failed:
             line += f" {len(self.failed)} file(s) failed."
@@ -256,7 +257,8 @@ def import_data(
         parsed = parse_transcript(name, data, fmt, key_prefix)
         report.format = parsed.format
         if parsed.requests is not None:
-            store_requests(project, parsed.requests, actor, report, parsed.request_lines)
+            store_requests(project, parsed.requests, actor, report, parsed.request_lines, source=source_of(name),
+                           provenance={"file": name, "format": parsed.format}, metadata=parsed.request_metadata)
             if on_progress:
                 on_progress(report, size, size)
             return report
@@ -281,19 +283,31 @@ def _name_line(reason: str, lines: dict[str, int]) -> str:
 
 
 def store_requests(project: Project, captured: list, actor: str, report: FileReport,
-                   request_lines: list[int] | None = None) -> None:
-    """Store a request log's requests through record_requests (one transaction: a file that fails stores
-    nothing), counting the sessions it touched and the messages their raw logs gained."""
+                   request_lines: list[int] | None = None, *, source: str, provenance: dict,
+                   metadata: dict | None = None) -> None:
+    """Store a file's recorded requests (a request log, a trajectory's steps) through record_requests, as
+    an import of `source` (one transaction: a file that fails stores nothing), counting the sessions it
+    touched (each thread too) and the messages their raw logs gained. Each session the file made says so
+    in its metadata, as every imported session does (`imported_from`, with the file's own fields for that
+    conversation, `metadata[key]`, on each of its threads)."""
     keys = list(dict.fromkeys(c.conversation for c in captured))
-    before = dict(Session.objects.filter(project=project, key__in=keys).values_list("key", "message_count"))
+    known = Session.objects.filter(project=project).filter(
+        Q(key__in=keys) | Q(metadata__thread_of__in=keys))
+    before = dict(known.values_list("key", "message_count"))
     lines = {c.external_id: number for c, number in zip(captured, request_lines or (), strict=False)}
     with transaction.atomic():
-        result = record_requests(project, captured, actor)
+        result = record_requests(project, captured, actor, import_source=source)
         if result.rejected:  # a file that fails stores nothing: name its bad lines
             raise TranscriptError("; ".join(_name_line(reason, lines) for reason in result.rejected[:5])
                                   + (f" (and {len(result.rejected) - 5} more)" if len(result.rejected) > 5 else ""))
+        for session in Session.objects.filter(project=project, key__in=result.sessions, import_source=source):
+            conversation = (session.metadata or {}).get("thread_of") or session.key
+            wanted = {**(metadata or {}).get(conversation, {}), **(session.metadata or {}), "imported_from": provenance}
+            if wanted != session.metadata:
+                update_session(project, session.key, {"metadata": wanted}, actor, import_source=source)
     after = dict(Session.objects.filter(project=project, key__in=result.sessions).values_list("key", "message_count"))
-    report.keys = keys  # every session the file records requests of, as for other imports run again
+    # Every session the file records requests of, as for other imports run again.
+    report.keys = list(dict.fromkeys([*result.sessions, *(k for k in before if k not in result.sessions)]))
     report.sessions_created = sum(1 for key in result.sessions if key not in before)
     report.messages = sum(count - before.get(key, 0) for key, count in after.items())
     report.requests, report.requests_duplicate = result.stored, result.duplicates

@@ -241,6 +241,11 @@ def test_a_request_log_imported_end_to_end(api, project):
     anthropic = api.get(f"/sessions/{key}/requests/8", query={"format": "anthropic"}).json()
     assert anthropic["system"].startswith("You are a helpful assistant")
     explain = {m["seq"]: m["explain"] for m in api.get(f"/sessions/{key}/messages").json()["items"]}
-    assert explain[8]["code"] == "dropped_by_application"
+    assert explain[8]["code"] == explain[9]["code"] == "dropped_by_application"
     assert (explain[8]["last_sent_request"], explain[8]["first_missing_request"]) == (6, 7)
-    assert explain[9]["code"] == "in_input" and explain[9]["request"] == 8
+    assert explain[13]["code"] == "in_input" and explain[13]["request"] == 8
+    model_input = api.get(f"/sessions/{key}/model-input", query={"format": "openai"}).json()
+    assert (model_input["basis"], model_input["request"]) == ("recorded_request", 8)
+    last_line = json.loads(log.read_text().splitlines()[-2])
+    assert model_input["messages"][:12] == last_line["messages"], "request 8, exactly as sent"
+

@@ -151,3 +151,26 @@ def test_many_requests_link_from_the_table_only(viewer_client, project):
     timeline = timeline_of(viewer_client, session)
     assert timeline.one("svg", role="group").find("a") is None
     assert len(timeline.one("tbody").find_all("a")) == 40
+
+
+def test_the_diff_lists_the_application_s_edits_of_raw_messages(viewer_client, project):
+    from datetime import UTC, datetime, timedelta
+
+    from sessions.recorded_requests import CapturedRequest, record_requests
+
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]}
+    full, short = ({"role": "tool", "tool_call_id": "c1", "content": text} for text in ("x\n" * 50, "(50 lines omitted)"))
+    answer, thanks = {"role": "assistant", "content": "50 lines."}, {"role": "user", "content": "thanks"}
+    sent = [([{"role": "user", "content": "cat it"}], call),
+            ([{"role": "user", "content": "cat it"}, call, full], answer),
+            ([{"role": "user", "content": "cat it"}, call, short, answer, thanks], {"role": "assistant", "content": "ok"})]
+    record_requests(project, [CapturedRequest("edits", f"r{n}", "otlp", t0 + timedelta(seconds=n), m, [r])
+                              for n, (m, r) in enumerate(sent, start=1)])
+    session = RecordedRequest.objects.get(external_id="r3").session
+    doc = parse(viewer_client.get(diff_url(session, 3)))
+    edited = doc.one("section", cls="diff-own").find_all("article", cls="edited-message")
+    assert len(edited) == 1 and edited[0].one("div", cls="own-text").text() == "(50 lines omitted)"
+    assert "its edit of #3" in edited[0].text() and "new in request 3" in edited[0].text()
+    assert doc.find("section", cls="diff-dropped").find_all("article") == []

@@ -11,6 +11,7 @@ from sessions.formats import to_anthropic, to_openai
 from sessions.importers import import_data
 from sessions.model_input import build_model_input
 from sessions.models import Event, Membership, Message, Session
+from sessions.recorded_input import build_input
 from tests.builders import openai_input_problems
 
 
@@ -89,7 +90,7 @@ def stored(session) -> list[Message]:
 def openai_input(session) -> list[dict]:
     """The session's model input as OpenAI messages, checked valid for the Chat Completions API."""
     session = Session.objects.get(pk=session.pk)
-    model_input = build_model_input(session)
+    model_input = build_input(session)  # on its basis: what its application sent, when that is recorded
     assert session.input_tokens == model_input.tokens
     messages = to_openai(model_input)
     assert openai_input_problems(messages) == []

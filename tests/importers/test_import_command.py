@@ -94,6 +94,18 @@ def test_a_forced_format_that_does_not_fit_fails_the_file(project):
     assert error is not None and counts()["sessions"] == 0
 
 
+@pytest.mark.parametrize("body", [{"model": "gpt-4o", "instructions": "Be brief."}, {"input": 42}, {"input": None}])
+def test_a_responses_body_without_input_items_is_refused_in_a_sentence(project, tmp_path, body):
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body))
+
+    out, err, error = run(path, "--format", "openai-responses")
+
+    assert f"FAILED {path}: a Responses request body needs `input`: a list of input items or a string" in err
+    assert "unexpected error" not in err and "Traceback" not in err
+    assert error is not None and counts()["sessions"] == 0
+
+
 def test_an_unknown_project_or_an_empty_folder_is_an_error(project, tmp_path):
     with pytest.raises(CommandError, match="No project 'nope'"):
         call_command("import_transcripts", str(MINI), "--project", "nope", stdout=io.StringIO(), stderr=io.StringIO())

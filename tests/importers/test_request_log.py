@@ -87,10 +87,16 @@ def test_what_the_real_application_dropped_is_explained(project):
     session = Session.objects.get(key="interactions_20251103_025309")
     messages = with_explanations(session, list(session.messages.order_by("seq")))
     dropped = [m for m in messages if m.explanation.code == "dropped_by_application"]
-    assert [m.seq for m in dropped] == [8]
-    assert (dropped[0].explanation.last_sent_request, dropped[0].explanation.first_missing_request) == (6, 7)
+    # The model's answer without a tool call (#8) and SWE-agent's nudge after it (#9), dropped by request 7;
+    # request 8 sends the nudge again, after the newer messages: a raw message of its own (#13).
+    assert [m.seq for m in dropped] == [8, 9]
+    assert all((m.explanation.last_sent_request, m.explanation.first_missing_request) == (6, 7) for m in dropped)
+    assert messages[12].text == messages[8].text and messages[12].explanation.request_position == 12
     carried = [m for m in messages if m.explanation.code == "in_input"]
+    assert [m.seq for m in carried] == [1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13]
     assert all(m.explanation.request == 8 for m in carried)
+    # Request 8's response is a tool call whose result the log does not hold: pending, as in any session.
+    assert messages[13].explanation.code == "awaiting_tool_result"
 
 
 def test_bodies_with_their_response_at_the_top_level_or_under_request(project, import_bytes):
@@ -111,9 +117,20 @@ def test_bodies_with_their_response_at_the_top_level_or_under_request(project, i
 
 
 def test_lines_without_times_keep_their_order(project, import_bytes):
+    history, lines = [], []
+    for n in range(3):
+        history.append(user(f"q{n}"))
+        lines.append({"messages": list(history), "response": completion(f"a{n}")})
+        history.append({"role": "assistant", "content": f"a{n}"})
+    import_bytes("untimed.jsonl", jsonl(*lines))
+    assert [r.messages[-1]["content"] for r in requests_of("untimed")] == ["q0", "q1", "q2"]
+
+
+def test_unrelated_requests_in_one_file_are_threads_of_their_own(project, import_bytes):
     data = jsonl(*[{"messages": [user(f"q{n}")], "response": completion(f"a{n}")} for n in range(3)])
-    import_bytes("untimed.jsonl", data)
-    assert [r.messages[0]["content"] for r in requests_of("untimed")] == ["q0", "q1", "q2"]
+    report = import_bytes("untimed.jsonl", data)
+    assert report.keys == ["untimed", "untimed:2", "untimed:3"]
+    assert [requests_of(key)[0].messages[0]["content"] for key in report.keys] == ["q0", "q1", "q2"]
 
 
 def test_a_conversation_id_makes_a_session_of_its_own(project, import_bytes):
@@ -172,9 +189,9 @@ def test_the_import_command_takes_request_logs(project, tmp_path, capsys):
     call_command("import_transcripts", str(tmp_path))
     out = capsys.readouterr().out
     assert "Imported 2 of 2 file(s): 2 session(s) (2 new)" in out
-    assert "Recorded 15 request(s) from request logs (0 already recorded)." in out
+    assert "Recorded 15 request(s) from request logs and trajectories (0 already recorded)." in out
     call_command("import_transcripts", str(tmp_path), "--format", "request-log")
-    assert "Recorded 0 request(s) from request logs (15 already recorded)." in capsys.readouterr().out
+    assert "Recorded 0 request(s) from request logs and trajectories (15 already recorded)." in capsys.readouterr().out
 
 
 def test_the_upload_form_imports_a_request_log(project, django_capture_on_commit_callbacks, immediate_tasks):
@@ -196,3 +213,29 @@ def test_a_request_log_above_the_streaming_size_is_read_whole(project, settings,
     report = import_path(project, NESTED, fmt=fmt)
     assert report.error is None and report.format == "request-log"
     assert Session.objects.get(key="interactions_20251103_033709").request_count == 7
+
+
+def test_a_request_log_s_sessions_say_where_they_were_imported_from(project, import_bytes):
+    data = jsonl({"messages": [user("q0")], "response": completion("a0")},
+                 {"messages": [user("another task")], "response": completion("a1")})
+    report = import_bytes("two-tasks.jsonl", data)
+    assert report.keys == ["two-tasks", "two-tasks:2"]
+    for key in report.keys:
+        session = Session.objects.get(key=key)
+        assert session.metadata["imported_from"] == {"file": "two-tasks.jsonl", "format": "request-log"}
+        assert session.import_source == "two-tasks.jsonl"
+    page = client_for(project, Membership.Role.VIEWER).get(Session.objects.get(key="two-tasks:2").get_absolute_url())
+    assert b"Imported from <code>two-tasks.jsonl</code> \xc2\xb7 format request-log" in page.content
+    # Imported again: nothing changes, and the metadata is written once.
+    again = import_bytes("two-tasks.jsonl", data)
+    assert (again.requests, again.requests_duplicate) == (0, 2)
+
+
+def test_a_request_log_never_writes_into_a_session_the_application_made(project, import_bytes, append):
+    append("live", [user("the application's own question")])
+    data = jsonl({"conversation_id": "live", "messages": [{"role": "system", "content": "forged"}, user("forged")],
+                  "response": completion("forged")})
+    report = import_bytes("forged.jsonl", data)
+    assert report.error is not None and "created by the application" in report.error
+    session = Session.objects.get(key="live")
+    assert (session.message_count, session.instructions, session.request_count) == (1, "", 0)

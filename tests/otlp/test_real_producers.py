@@ -5,6 +5,7 @@ variables the README gives. What ctxweb stores is compared with what the client 
 
 import copy
 import json
+import re
 
 import openai
 import pytest
@@ -250,3 +251,50 @@ def test_an_application_replacing_old_turns_with_its_summary_shows_it(instrument
     codes = explained(live_server, secret, session_of(instrumented, kept))
     assert codes[:4] == [(seq, "replaced_by_application_summary", 2 if seq < 4 else None, 3) for seq in (1, 2, 3, 4)]
     assert {code for _, code, _, _ in codes[4:]} == {"in_input"}
+
+
+class DroppingApp(App):
+    """The issue's application: it sends [system, u1], then [system, u1, a1 (a tool call), t1], then drops
+    the tool exchange and sends [system, u1, a2, u2]."""
+
+    def context(self) -> list[dict]:
+        if len(self.sent) == 2:
+            return [SYSTEM, self.history[1], self.history[4], self.history[5]]
+        return super().context()
+
+
+def test_the_model_input_is_exactly_the_request_the_application_sent_last(instrumented, tracer_provider, chat_server,
+                                                                          kept, live_server, secret, client):
+    """Tried as a new user would: three requests through the instrumented client, the third dropping the
+    tool call and its result; the API and the session page both show exactly the third request."""
+    app = DroppingApp(openai.OpenAI(base_url=chat_server.base_url, api_key="sk-test"))
+    chat_server.answers = [
+        {"role": "assistant", "content": None, "tool_calls": [WEATHER_CALL]},
+        {"role": "assistant", "content": "Sunny and 21 C in Paris."},
+        {"role": "assistant", "content": "Take sunglasses."},
+    ]
+    with conversation(instrumented, tracer_provider):
+        app.ask("What is the weather in Paris?")
+        app.ask("What should I take?")
+
+    session = session_of(instrumented, kept)
+    third = app.sent[2]
+    assert [m["role"] for m in third] == ["system", "user", "assistant", "user"]
+    api = Client(live_server.url, secret)
+    model_input = api.model_input(session.key, format="openai")
+    assert (model_input.basis, model_input.request) == ("recorded_request", 3)
+    assert model_input.messages == [*third, {"role": "assistant", "content": "Take sunglasses."}]
+    assert WEATHER_CALL["id"] not in json.dumps(model_input.messages)
+    codes = {m.seq: m.explain.code for m in api.raw_log(session.key)}
+    assert codes == {1: "in_input", 2: "dropped_by_application", 3: "dropped_by_application", 4: "in_input",
+                     5: "in_input", 6: "in_input"}
+
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
+    client.force_login(user)
+    page = client.get(session.get_absolute_url()).content.decode()
+    column = page[page.index('id="input-items"'):]
+    shown = [int(seq) for seq in re.findall(r'<article class="entry role-\w+[^"]*" data-seq="(\d+)"', column)]
+    assert shown == [1, 4, 5, 6]
+    assert "What the application sent." in page and "Request <a" in page
