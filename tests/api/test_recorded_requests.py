@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.importers import import_data, import_path
+from sessions.importers import import_data, import_file, import_path
 from sessions.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import assert_error
 
@@ -249,3 +249,18 @@ def test_a_request_log_imported_end_to_end(api, project):
     last_line = json.loads(log.read_text().splitlines()[-2])
     assert model_input["messages"][:12] == last_line["messages"], "request 8, exactly as sent"
 
+
+def test_the_api_says_the_input_was_derived_from_the_declared_configuration(api, project):
+    marshmallow = Path(__file__).resolve().parent.parent / "data" / "transcripts" / "swe-agent" / (
+        "marshmallow-1867_window100_last_n_observations.traj")
+    import_file(project, marshmallow)
+    key = marshmallow.name.removesuffix(".traj")
+    body = api.get(f"/sessions/{key}/model-input", query={"format": "ctxweb"}).json()
+    assert (body["basis"], body["request"]) == ("recorded_request", 11)
+    assert body["derived_from"].startswith("SWE-agent's history processors declared in the trajectory's replay_config")
+    edited = [m for m in body["messages"] if m.get("edited_by_application")]
+    assert [m["seq"] for m in edited] == [3, 5, 7, 9, 11]
+    assert edited[0]["content"] == "Old environment output: (6 lines omitted)"
+    # As of message 8 the request in force is the fourth, which elided nothing yet.
+    earlier = api.get(f"/sessions/{key}/model-input", query={"format": "ctxweb", "as_of": 8}).json()
+    assert earlier["request"] == 4 and not any(m.get("edited_by_application") for m in earlier["messages"])

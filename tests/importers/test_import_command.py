@@ -165,8 +165,11 @@ def test_a_folder_picks_up_swe_agent_trajectories(project, tmp_path):
     out, err, error = run(tmp_path)
 
     assert error is None, err
-    assert "Imported 2 of 2 file(s): 2 session(s) (2 new), 27 message(s) stored" in out
-    assert sorted(Session.objects.values_list("key", flat=True)) == ["ctf_pwn_warmup", "function_calling_simple"]
+    assert "Imported 3 of 3 file(s): 3 session(s) (3 new), 49 message(s) stored" in out
+    # The trajectory that declares a history processor is rebuilt from its eleven steps.
+    assert "Recorded 11 request(s) from request logs and trajectories (0 already recorded)." in out
+    assert sorted(Session.objects.values_list("key", flat=True)) == [
+        "ctf_pwn_warmup", "function_calling_simple", "marshmallow-1867_window100_last_n_observations"]
 
 
 def test_file_names_of_250_characters_import_under_valid_distinct_keys(project, tmp_path):
