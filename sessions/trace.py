@@ -3,24 +3,57 @@ input now (and why not), which checkpoints cover it and whether their summaries 
 the first request that no longer carried it; answered in one sentence on top.
 
 The messages are found by the database (a bounded, case-insensitive match on the stored text and tool
-calls), never by loading the log into Python."""
+calls), never by loading the log into Python; of each, only a window around the match is read.
 
+What a member types costs time in proportion to the text it is matched against (issue 37). A string
+is found by a substring search (instr on SQLite, strpos on PostgreSQL, in the upper-cased text as
+icontains did): LIKE '%…%' tries the whole query again at every character, 0.4 s for 200 characters
+over a megabyte on SQLite. A `*` is matched by RE2 in Python (the summaries) and on SQLite
+(ctxweb_glob_at, registered on the connection by the trace), not by Django's REGEXP, which runs
+Python's backtracking `re` (a*a*a*b took 15 s over 400 characters); on PostgreSQL by its own regular
+expressions (a*a*a*a*a*a*a*a*b over a million characters: 18 ms). A query holds at most MAX_QUERY
+characters and MAX_WILDCARDS stars."""
+
+import functools
 import re
 from dataclasses import dataclass, field
 
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
+import re2
+from django.db import connections
+from django.db.models import Case, F, Func, IntegerField, Q, TextField, Value, When
+from django.db.models.functions import Cast, Coalesce, Greatest, Length, StrIndex, Substr, Upper
+from django.db.models.lookups import LessThanOrEqual
 
 from .errors import DomainError
 from .explain import Explanation, explain_messages
 from .facts import fact_text
 from .inspection import checkpoints_of, page_layout
+from .message_sizes import FIELD_SHOWN, PAGE_DEFERRED
 from .model_input import Reason
 from .models import Checkpoint, Event, EventType, Message, Role, Session
-from .search import highlight, terms_of
+from .search import SNIPPET, highlight, terms_of
 
 MAX_QUERY = 200
+MAX_WILDCARDS = 8
 MAX_ROWS = 50
+# Python's white space (str.isspace), which `*` does not cross, as an RE2 class.
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+GLOB_AT = "ctxweb_glob_at"
+
+
+def _re2_literal(part: str) -> str:
+    return "".join(char if char.isascii() and char.isalnum() else f"\\x{{{ord(char):x}}}" for char in part)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(pattern: str):
+    return re2.compile(pattern)
+
+
+def _glob_at(pattern: str, text) -> int:
+    """ctxweb_glob_at(pattern, text) on SQLite: where (from 1) the RE2 `pattern` first matches `text`, or 0."""
+    match = _compiled(pattern).search(text) if isinstance(text, str) else None
+    return match.start() + 1 if match else 0
 
 
 @dataclass
@@ -28,16 +61,37 @@ class Pattern:
     """A literal string, or one with `*` standing for any run of non-space characters; any case."""
 
     text: str
-    regex: re.Pattern
-    wildcard: bool
+    parts: list[str]  # the literal parts between the stars
+
+    @property
+    def wildcard(self) -> bool:
+        return len(self.parts) > 1
+
+    @property
+    def re2_pattern(self) -> str:
+        return "(?i)" + f"[^{SPACE}]*".join(_re2_literal(part) for part in self.parts)
+
+    @property
+    def postgres_pattern(self) -> str:
+        return r"\S*".join(re.escape(part) for part in self.parts)
 
     def matches(self, text: str) -> bool:
-        return bool(self.regex.search(text or ""))
+        return _compiled(self.re2_pattern).search(text or "") is not None
 
-    def db_filter(self) -> Q:
+    def position(self, field: str, vendor: str) -> Func:
+        """Where (from 1) the string first matches `field`, found by the database; 0 where it does not."""
         if not self.wildcard:
-            return Q(text__icontains=self.text) | Q(calls_text__icontains=self.text)
-        return Q(text__iregex=self.regex.pattern) | Q(calls_text__iregex=self.regex.pattern)
+            return StrIndex(Upper(field), Upper(Value(self.text)))
+        if vendor == "sqlite":
+            return Func(Value(self.re2_pattern), field, function=GLOB_AT, output_field=IntegerField())
+        # PostgreSQL: the first match is the first occurrence of the text it matched (no anchors).
+        matched = Func(field, Value("(?i)" + self.postgres_pattern), function="substring", output_field=TextField())
+        return Coalesce(StrIndex(field, matched), 0)
+
+    def db_filter(self, vendor: str) -> Q:
+        if self.wildcard and vendor != "sqlite":
+            return Q(text__iregex=self.postgres_pattern) | Q(calls_text__iregex=self.postgres_pattern)
+        return Q(text_at__gt=0) | Q(calls_at__gt=0)
 
 
 def parse_pattern(query) -> Pattern:
@@ -51,9 +105,10 @@ def parse_pattern(query) -> Pattern:
     literal = text.replace("*", "")
     if len(literal.strip()) < 2:
         raise DomainError("q needs at least 2 characters other than *", code="invalid_query", status=400)
-    wildcard = "*" in text
-    pattern = r"\S*".join(re.escape(part) for part in re.sub(r"\*+", "*", text).split("*"))
-    return Pattern(text, re.compile(pattern, re.IGNORECASE), wildcard)
+    parts = re.sub(r"\*+", "*", text).split("*")
+    if len(parts) - 1 > MAX_WILDCARDS:
+        raise DomainError(f"q may hold at most {MAX_WILDCARDS} wildcards (*)", code="invalid_query", status=400)
+    return Pattern(text, parts)
 
 
 @dataclass
@@ -138,19 +193,58 @@ def _seq_list(seqs: list[int], truncated: bool) -> str:
     return f"{len(seqs)} messages, #{seqs[0]}–#{seqs[-1]}"
 
 
+def _window(field: str, at: str) -> Substr:
+    """3 × SNIPPET characters of `field` from SNIPPET before where the string matched (`at`)."""
+    return Substr(field, Greatest(F(at) - SNIPPET, Value(1)), 3 * SNIPPET)
+
+
+def _found(session: Session, pattern: Pattern, limit: int) -> list[Message]:
+    """The first `limit` messages that hold the string, with windows of their text and tool calls around
+    it (the messages' own fields are not read: 50 hits in messages of a megabyte read 50 windows)."""
+    qs = session.messages.all()
+    connection = connections[qs.db]
+    if connection.vendor == "sqlite" and pattern.wildcard:
+        connection.ensure_connection()
+        connection.connection.create_function(GLOB_AT, 2, _glob_at, deterministic=True)
+    position = functools.partial(pattern.position, vendor=connection.vendor)
+    return list(
+        qs.defer(*PAGE_DEFERRED)
+        .alias(calls_text=Cast("tool_calls", TextField()))
+        .annotate(text_at=position("text"), calls_at=position("calls_text"), text_chars=Length("text"),
+                  calls_chars=Length("calls_text"))
+        .filter(pattern.db_filter(connection.vendor))
+        .annotate(text_window=_window("text", "text_at"), calls_window=_window("calls_text", "calls_at"),
+                  window_from=Greatest(F("text_at") - SNIPPET, Value(1)),
+                  calls_from=Greatest(F("calls_at") - SNIPPET, Value(1)),
+                  shown_calls=Case(When(LessThanOrEqual(F("calls_chars"), FIELD_SHOWN), then=F("tool_calls")),
+                                   default=Value(None)))
+        .order_by("seq")[:limit]
+    )
+
+
 def _excerpt(message: Message, pattern: Pattern) -> str:
-    text = message.text if pattern.matches(message.text) else fact_text(message)
     query = pattern.text.replace("*", " ")
-    return highlight(text, query, terms_of(query))
+    terms = terms_of(query)
+    if message.text_at or not message.calls_at:  # in the text (or found where the database did not say)
+        window, start, chars = message.text_window or "", message.window_from, message.text_chars or 0
+    elif message.shown_calls is not None:  # in the tool calls, short enough to show as fact_text does
+        return highlight(fact_text(_Calls(message.shown_calls)), query, terms)
+    else:
+        window, start, chars = message.calls_window or "", message.calls_from, message.calls_chars or 0
+    return highlight(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars)
+
+
+@dataclass
+class _Calls:
+    """A message's tool calls alone, for fact_text."""
+
+    tool_calls: list
+    text: str = ""
 
 
 def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
     pattern = parse_pattern(query)
-    found = list(
-        session.messages.annotate(calls_text=Cast("tool_calls", TextField()))
-        .filter(pattern.db_filter())
-        .order_by("seq")[: limit + 1]
-    )
+    found = _found(session, pattern, limit + 1)
     truncated = len(found) > limit
     messages = found[:limit]
     checkpoints = checkpoints_of(session)
