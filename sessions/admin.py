@@ -1,7 +1,10 @@
 """The Django admin. Raw messages, checkpoints and events are read-only, since editing them would break
 the invariants the model input depends on (gapless seqs, stored token counts, coverage). A session's
-figures are read-only too; its fields are saved through the same functions as the API and the
-dashboard (update_session, set_tags), so the figures are recounted and the change is an event."""
+figures are read-only too; its fields are validated and saved through the same functions as the API and
+the dashboard (clean_session_fields, update_session, set_tags), so the admin saves nothing the API
+refuses, the figures are recounted and the change is an event. A project's compaction defaults are
+validated by the API's schema of a session's compaction settings (CompactionSettingsIn); each refusal is
+shown on the field it is about."""
 
 from django import forms
 from django.contrib import admin
@@ -11,8 +14,10 @@ from .errors import DomainError
 from .events import actor
 from .models import AuthFailure, Checkpoint, Event, Message, Project, Session, Tag
 from .notes import set_tags
+from .schemas import CompactionSettingsIn
 from .session_store import clean_session_fields, update_session
 from .summarizers import SUMMARIZERS
+from .validation import check_text, validated
 
 # Model field -> the key of update_session's `compaction` object.
 COMPACTION_FIELDS = {"max_tokens": "max_tokens", "keep_recent_tokens": "keep_recent_tokens",
@@ -22,6 +27,26 @@ DERIVED_FIELDS = [
     "checkpoint_last_seq", "checkpoint_count", "failed_compactions", "created_at", "updated_at",
     "last_activity_at",
 ]
+
+
+def threshold_field() -> forms.IntegerField:
+    # No bounds of its own: the API's rule (CompactionSettingsIn, 1 to 100,000,000) says what is allowed.
+    return forms.IntegerField(required=False)
+
+
+def summarizer_field(empty: str) -> forms.ChoiceField:
+    return forms.ChoiceField(required=False, choices=[("", empty), *((name, name) for name in SUMMARIZERS)])
+
+
+def domain_check(form: forms.Form, names, check) -> None:
+    """Run `check(name)` (a domain rule of the API) for each field `name` the form cleaned; a refusal
+    (DomainError) becomes an error on that field, in the API's words."""
+    for name in names:
+        if name in form.cleaned_data:
+            try:
+                check(name)
+            except DomainError as exc:
+                form.add_error(name, ValidationError(exc.detail, code=exc.code))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -35,16 +60,41 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class ProjectForm(forms.ModelForm):
+    """A project's compaction defaults pass the rules a session's own settings pass in the API (a threshold
+    of 1 to 100,000,000 tokens, a known summarizer): the API has no project endpoint, so this is the one
+    place they are set."""
+
+    max_tokens = threshold_field()
+    keep_recent_tokens = threshold_field()
+    summarizer = summarizer_field("(the server's)")
+
+    class Meta:
+        model = Project
+        fields = ["name", "title", "max_tokens", "keep_recent_tokens", "auto_compact", "summarizer"]
+
+    def clean(self):
+        cleaned = super().clean()
+        domain_check(self, ["title"], lambda name: check_text(cleaned[name], None, name))
+        domain_check(self, COMPACTION_FIELDS, lambda name: validated(
+            CompactionSettingsIn, {COMPACTION_FIELDS[name]: cleaned[name] if cleaned[name] != "" else None}))
+        return cleaned
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    form = ProjectForm
     list_display = ["name", "title", "max_tokens", "keep_recent_tokens", "auto_compact", "summarizer", "created_at"]
     search_fields = ["name", "title"]
+    readonly_fields = ["created_at"]
 
 
 def session_changes(cleaned: dict, names) -> dict:
-    """Changed form fields as update_session takes them (the API's PUT body)."""
+    """Form fields as update_session takes them (the API's PUT body): an empty summarizer is null there,
+    as every other setting left empty."""
     data = {name: cleaned[name] for name in names if name not in COMPACTION_FIELDS and name != "tags"}
-    compaction = {COMPACTION_FIELDS[name]: cleaned[name] for name in names if name in COMPACTION_FIELDS}
+    compaction = {COMPACTION_FIELDS[name]: cleaned[name] if cleaned[name] != "" else None
+                  for name in names if name in COMPACTION_FIELDS}
     if compaction:
         data["compaction"] = compaction
     return data
@@ -53,8 +103,9 @@ def session_changes(cleaned: dict, names) -> dict:
 class SessionForm(forms.ModelForm):
     # Instructions are sent to the model as they are: not stripped, unlike a form's usual text.
     instructions = forms.CharField(required=False, strip=False, widget=admin.widgets.AdminTextareaWidget)
-    summarizer = forms.ChoiceField(required=False, choices=[("", "(the project's or server's)"),
-                                                            *((name, name) for name in SUMMARIZERS)])
+    max_tokens = threshold_field()
+    keep_recent_tokens = threshold_field()
+    summarizer = summarizer_field("(the project's or server's)")
 
     class Meta:
         model = Session
@@ -66,16 +117,24 @@ class SessionForm(forms.ModelForm):
         if "tags" in self.fields:
             self.fields["tags"].queryset = Tag.objects.filter(project_id=self.instance.project_id)
 
+    def clean_metadata(self):
+        # The form always sends the whole value: null would not clear it (the API reads null as "not given").
+        if self.cleaned_data["metadata"] is None:
+            raise ValidationError("metadata must be an object ({} for none)", code="invalid_field")
+        return self.cleaned_data["metadata"]
+
     def clean_instructions(self) -> str:
         # A browser sends a textarea's line breaks as CRLF; applications send LF.
         return self.cleaned_data["instructions"].replace("\r\n", "\n")
 
     def clean(self):
         cleaned = super().clean()
-        try:
-            clean_session_fields(session_changes(cleaned, [n for n in self.changed_data if n in cleaned]))
-        except DomainError as exc:
-            raise ValidationError(exc.detail) from exc
+        if self.instance.being_imported:
+            raise ValidationError("This session is being imported: it can be changed once its import has "
+                                  "stored every message.", code="session_being_imported")
+        # Every field shown, not only those changed: the form saves nothing the API would refuse.
+        domain_check(self, [name for name in self.Meta.fields if name != "tags"],
+                     lambda name: clean_session_fields(session_changes(cleaned, [name])))
         return cleaned
 
 

@@ -73,12 +73,22 @@ class MessagesAppended(EventData):
 # A change is {"from": old, "to": new}; `from` is a Python keyword, hence the functional TypedDict.
 FlagChange = with_config(ConfigDict(extra="forbid"))(TypedDict("FlagChange", {"from": bool, "to": bool}))
 
-# An event never copies user-sized data whole: a value is summarised by its size and digest, and kept
-# itself only while its JSON is at most EVENT_VALUE_CHARS characters; at most EVENT_KEYS_SHOWN changed
-# keys are named, each cut to EVENT_VALUE_CHARS. So 40 edits of 4 MB of attributes store 40 rows of a
-# few kilobytes, not 320 MB of event history. Fixed here, not settings: the stored shape must not vary.
-EVENT_VALUE_CHARS = 200
+# An event never copies user-sized data whole. Every bound below is in bytes of the event's JSON as
+# stored (`stored_size`: json.dumps with its ASCII escapes, what SQLite keeps; PostgreSQL's jsonb and
+# the API's UTF-8 are never larger), so no choice of characters makes an event bigger: a value is kept
+# only while its JSON is at most EVENT_VALUE_BYTES, otherwise summarised by its size and digest; the
+# changed keys are named while their list fits EVENT_KEYS_BYTES (at most EVENT_KEYS_SHOWN, each cut to
+# EVENT_KEY_BYTES), the rest counted; the message's client id is cut to EVENT_ID_BYTES. So a
+# MESSAGE_UPDATED event stays under EVENT_MAX_BYTES whatever a PATCH sends (tests/api/test_patch_message.py),
+# and 40 edits of 4 MB of attributes store 40 rows of under 2 kB, not 320 MB of event history. Fixed
+# here, not settings: the stored shape must not vary.
+EVENT_VALUE_BYTES = 200
 EVENT_KEYS_SHOWN = 20
+EVENT_KEY_BYTES = 100
+EVENT_KEYS_BYTES = 500
+EVENT_ID_BYTES = 200
+EVENT_MAX_BYTES = 2_000
+ELLIPSIS = "…"
 
 
 def canonical_json(value) -> str:
@@ -86,24 +96,58 @@ def canonical_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def stored_size(value) -> int:
+    """Bytes of `value`'s JSON as an event stores it (Django's JSONField: ASCII escapes, `, ` and `: `)."""
+    return len(json.dumps(value))
+
+
+def cut_to_size(text: str, size: int) -> str:
+    """`text`, or its longest prefix followed by an ellipsis, whose JSON string (quotes included) is at
+    most `size` bytes as stored. Reads no further into `text` than the cut."""
+    if len(text) + 2 <= size and stored_size(text) <= size:  # a character takes at least one byte
+        return text
+    room, kept = size - stored_size(ELLIPSIS), 0
+    for ch in text:
+        room -= stored_size(ch) - 2
+        if room < 0:
+            break
+        kept += 1
+    return text[:kept] + ELLIPSIS
+
+
 class ValueSummary(EventData):
     bytes: int = Field(description="UTF-8 bytes of the value's canonical JSON (sorted keys, no spaces)")
     sha256: str = Field(description="hex digest of that JSON")
     value: dict[str, Any] | Absent = absent_when_none(
-        f"the value itself, when its JSON is at most {EVENT_VALUE_CHARS} characters"
+        f"the value itself, when its JSON as stored is at most {EVENT_VALUE_BYTES} bytes"
     )
 
     @classmethod
     def of(cls, value: dict) -> "ValueSummary":
-        text = canonical_json(value)
-        data = text.encode()
-        return cls(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                   value=value if len(text) <= EVENT_VALUE_CHARS else None)
+        data = canonical_json(value).encode()
+        # The canonical JSON is the shorter one: only a value that may fit is written out again to measure it.
+        small = len(data) <= EVENT_VALUE_BYTES and stored_size(value) <= EVENT_VALUE_BYTES
+        return cls(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), value=value if small else None)
+
+
+def shown_keys(changed: list[str]) -> list[str]:
+    """The first of the sorted changed keys, each cut to EVENT_KEY_BYTES, while their list's JSON stays
+    within EVENT_KEYS_BYTES and they are at most EVENT_KEYS_SHOWN."""
+    shown, size = [], stored_size([])
+    for key in changed[:EVENT_KEYS_SHOWN]:
+        key = cut_to_size(key, EVENT_KEY_BYTES)
+        size += stored_size(key) + (2 if shown else 0)  # ", " between items
+        if size > EVENT_KEYS_BYTES:
+            break
+        shown.append(key)
+    return shown
 
 
 class AttributesChange(EventData):
-    keys: list[str] = Field(description=f"the keys added, removed or changed, sorted: the first {EVENT_KEYS_SHOWN}, "
-                                        f"each cut to {EVENT_VALUE_CHARS} characters")
+    keys: list[str] = Field(description=(
+        f"the keys added, removed or changed, sorted: the first ones (at most {EVENT_KEYS_SHOWN}) while their "
+        f"list's JSON fits in {EVENT_KEYS_BYTES} bytes, each cut to {EVENT_KEY_BYTES} bytes of JSON with an "
+        "ellipsis; keys_changed minus their number were left out"))
     keys_changed: int = Field(description="how many keys were added, removed or changed")
     before: ValueSummary
     after: ValueSummary
@@ -112,7 +156,7 @@ class AttributesChange(EventData):
     def between(cls, before: dict, after: dict) -> "AttributesChange":
         changed = sorted(k for k in before.keys() | after.keys() if k not in before or k not in after
                          or before[k] != after[k])
-        return cls(keys=[k[:EVENT_VALUE_CHARS] for k in changed[:EVENT_KEYS_SHOWN]], keys_changed=len(changed),
+        return cls(keys=shown_keys(changed), keys_changed=len(changed),
                    before=ValueSummary.of(before), after=ValueSummary.of(after))
 
 
@@ -127,10 +171,15 @@ class MessageUpdated(EventData):
     type = EventType.MESSAGE_UPDATED
 
     seq: int
-    id: str = Field(description="the message's client id")
+    id: str = Field(description=f"the message's client id, cut to {EVENT_ID_BYTES} bytes of JSON with an ellipsis")
     changes: MessageChanges
     input_tokens: int = Field(description="the model input's size after the change")
     at_seq: int = Field(description="the session's last seq when it changed")
+
+    @field_validator("id")
+    @classmethod
+    def _cut(cls, id: str) -> str:
+        return cut_to_size(id, EVENT_ID_BYTES)
 
 
 # --- compaction ----------------------------------------------------------------------------------

@@ -114,51 +114,83 @@ def export_jsonl(session: Session) -> Iterator[str]:
         yield line("note", note_record(note))
 
 
+# The Markdown transcript is built so that nothing a client or a person wrote can change its structure
+# (tests/api/test_export_markdown_structure.py parses it with a CommonMark parser): every multi-line
+# text (message text, reasoning, tool arguments and results, instructions, summaries, notes) is a fenced
+# code block no line of it can close, and every text that shares a line with ours (titles, names, media
+# types, summarizer names) stays on that line (its line breaks become spaces) and is backslash-escaped.
+# Image URLs are percent-encoded. The transcript holds no HTML of its own.
+
+# What ends a line in CommonMark (in a fenced block, each is kept as a line break).
+LINE_ENDING = re.compile(r"\r\n|\r|\n")
+# What ends a line for CommonMark or for an editor or viewer showing the file (vertical tab, form feed,
+# file/group/record separators, NEL, the Unicode line and paragraph separators).
+ANY_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+")
+# Inline Markdown characters that could start a code span, emphasis, a link or image, raw HTML, a
+# heading's closing sequence, strikethrough or a table cell, or escape the character after them; and `&`
+# where it could start a character reference.
+INLINE_SPECIAL = re.compile(r"[\\`*_\[\]<>#~|]|&(?=[#A-Za-z0-9])")
+
+
 def _fence(text: str, lang: str = "") -> str:
-    """`text` as a fenced code block that nothing in it can close: the fence is longer than any run of
-    backticks in the text (a closing fence may be indented and followed by spaces)."""
+    """`text` as a fenced code block that nothing in it can close: the fence is backticks, more than any
+    run of backticks in the text (a closing fence may be indented and followed by spaces; tildes never
+    close a backtick fence)."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
+def _inline(text: str) -> str:
+    """`text` as literal inline Markdown on the line it is written on: its line breaks become spaces and
+    every character that inline Markdown reads is backslash-escaped."""
+    return INLINE_SPECIAL.sub(lambda m: "\\" + m.group(), ANY_LINE_BREAK.sub(" ", text))
+
+
 def _code(text: str) -> str:
     """`text` as an inline code span on one line, which no backtick in it can end."""
-    text = " ".join(text.splitlines())
+    text = ANY_LINE_BREAK.sub(" ", text)
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _markdown_content(content) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content:
-        if part["type"] == "text":
-            parts.append(part["text"])
-        else:
-            url = part["url"]
-            size = f", {part['width']}×{part['height']}" if part.get("width") and part.get("height") else ""
-            if is_data_url(url):
-                parts.append(f"[image: {part.get('media_type') or 'inline data'}{size}]")
-            else:
-                # Percent-encoded where Markdown would read the URL as ending: ( ) < > spaces and brackets.
-                parts.append(f"![image{size}]({quote(url, safe=URL_SAFE)})")
-    return "\n\n".join(parts)
+def _quoted(block: str) -> str:
+    """`block` inside a quote: every line of it (as CommonMark splits lines) after `> `."""
+    return "\n".join(">" if not line else "> " + line for line in LINE_ENDING.split(block))
+
+
+def _markdown_image(part: dict) -> str:
+    size = f", {part['width']}×{part['height']}" if part.get("width") and part.get("height") else ""
+    url = part["url"]
+    if is_data_url(url):
+        return f"[image: {_inline(part.get('media_type') or 'inline data')}{size}]"
+    # Percent-encoded where Markdown would read the URL as ending: ( ) < > spaces and brackets.
+    return f"![image{size}]({quote(url, safe=URL_SAFE)})"
+
+
+def _markdown_content(content) -> Iterator[str]:
+    """A message's content as Markdown blocks: each text fenced, each image on its own line."""
+    parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    for part in parts:
+        if part["type"] != "text":
+            yield _markdown_image(part)
+        elif part["text"].strip():
+            yield _fence(part["text"])
 
 
 def _markdown_note(note: Note) -> str:
-    """A note as a quote: who and when, then its text (every line quoted, so it cannot end the quote)."""
+    """A note as a quote: who and when, then its text fenced (every line quoted, so it cannot end the quote)."""
     author = note.author.get_username() if note.author_id else "(deleted user)"
     edited = " · edited" if note.updated_at > note.created_at else ""
-    quoted = "\n".join("> " + line for line in note.text.splitlines())
-    return f"> **Note** by {_code(author)} · {note.created_at:%Y-%m-%d %H:%M} UTC{edited}\n>\n{quoted}\n\n"
+    return (f"> **Note** by {_code(author)} · {note.created_at:%Y-%m-%d %H:%M} UTC{edited}\n>\n"
+            f"{_quoted(_fence(note.text))}\n\n")
 
 
 def export_markdown(session: Session) -> Iterator[str]:
     title = session.title or session.key
-    yield f"# {title}\n\nSession `{session.key}` · {session.message_count} messages · {session.raw_tokens} tokens in the raw log\n\n"
+    yield (f"# {_inline(title)}\n\nSession {_code(session.key)} · {session.message_count} messages · "
+           f"{session.raw_tokens} tokens in the raw log\n\n")
     tags = tag_names(session)
     if tags:
         yield "**Tags:** " + ", ".join(_code(t) for t in tags) + "\n\n"
@@ -179,13 +211,13 @@ def export_markdown(session: Session) -> Iterator[str]:
             flags.append(f"result of {_code(m.tool_call_id)}")
         if m.is_error:
             flags.append("the tool reported an error")
-        head = f"### #{m.seq} · {m.role}" + (f" · {m.name}" if m.name else "") + (f" ({'; '.join(flags)})" if flags else "")
+        head = (f"### #{m.seq} · {m.role}" + (f" · {_inline(m.name)}" if m.name else "")
+                + (f" ({'; '.join(flags)})" if flags else ""))
         yield f"{head}\n\n_{m.created_at:%Y-%m-%d %H:%M:%S} UTC · {m.tokens} tokens_\n\n"
         if m.reasoning:
-            yield "<details><summary>Reasoning</summary>\n\n" + _fence(m.reasoning) + "\n\n</details>\n\n"
-        body = _markdown_content(m.content)
-        if body.strip():
-            yield (_fence(body) if m.role == "tool" else body) + "\n\n"
+            yield "**Reasoning:**\n\n" + _fence(m.reasoning) + "\n\n"
+        for block in _markdown_content(m.content):
+            yield block + "\n\n"
         for call in m.tool_calls:
             yield f"**Tool call** {_code(call['name'])} ({_code(call['id'])})\n\n{_fence(pretty_arguments(call['arguments']), 'json')}\n\n"
         for note in on_messages.get(m.seq, ()):
@@ -194,7 +226,7 @@ def export_markdown(session: Session) -> Iterator[str]:
             c = ends[m.seq]
             yield (
                 f"---\n\n**Checkpoint {c.number}** covers messages #1–#{c.last_seq} "
-                f"({c.summarizer}, {c.summary_tokens} tokens):\n\n{_fence(c.summary)}\n\n---\n\n"
+                f"({_inline(c.summarizer)}, {c.summary_tokens} tokens):\n\n{_fence(c.summary)}\n\n---\n\n"
             )
 
 

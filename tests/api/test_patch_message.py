@@ -6,6 +6,18 @@ import json
 
 import pytest
 
+from sessions.event_types import (
+    EVENT_ID_BYTES,
+    EVENT_KEYS_BYTES,
+    EVENT_MAX_BYTES,
+    EVENT_VALUE_BYTES,
+    AttributesChange,
+    MessageUpdated,
+    ValueSummary,
+    shown_keys,
+    stored_size,
+)
+from sessions.events import event_data
 from sessions.models import Event, Message
 from tests.api.conftest import assert_error, session_state, stored
 
@@ -95,12 +107,100 @@ def test_edits_of_large_attributes_record_a_bounded_summary_not_the_attributes(a
 
 
 def test_an_edit_of_many_keys_names_the_first_twenty_keys_and_counts_them_all(api, conversation):
+    api.patch("/sessions/chat/messages/1", {"attributes": {f"k{n:03}": n for n in range(300)}})
+
+    change = Event.objects.get(session__key="chat", type="MESSAGE_UPDATED").data["changes"]["attributes"]
+    assert change["keys_changed"] == 300
+    assert change["keys"] == [f"k{n:03}" for n in range(20)]
+    assert "value" not in change["after"] and change["before"]["value"] == {}
+
+
+def test_long_changed_keys_are_cut_and_named_while_they_fit_the_bound(api, conversation):
     api.patch("/sessions/chat/messages/1", {"attributes": {f"k{n:03}" + "y" * 500: n for n in range(300)}})
 
     change = Event.objects.get(session__key="chat", type="MESSAGE_UPDATED").data["changes"]["attributes"]
     assert change["keys_changed"] == 300
-    assert change["keys"] == [f"k{n:03}" + "y" * 196 for n in range(20)]
-    assert "value" not in change["after"] and change["before"]["value"] == {}
+    # Each key's JSON cut to EVENT_KEY_BYTES (100) with an ellipsis, their list within EVENT_KEYS_BYTES (500).
+    assert change["keys"] == [f"k{n:03}" + "y" * 88 + "…" for n in range(len(change["keys"]))]
+    assert len(change["keys"]) == 4 and stored_size(change["keys"]) <= EVENT_KEYS_BYTES
+
+
+# The worst PATCH bodies the API accepts for the size of the event they record: changed keys as long as
+# a text may be or as many as a body may hold, in the characters whose JSON escapes are longest
+# (astral: 12 bytes, other non-ASCII and control characters: 6), values right at the bound where they
+# are still kept, and the message's client id as long as an id may be (200 astral characters).
+ASTRAL, CONTROL, ACCENT = "\U0001f600", "\x01", "é"
+
+
+def kept_value(char: str, key: str = "v") -> dict:
+    """The largest attributes whose JSON is still kept whole in the event, in `char`s."""
+    text = ""
+    while stored_size({key: text + char}) <= EVENT_VALUE_BYTES:
+        text += char
+    return {key: text}
+
+
+def many_keys(char: str, limit: int) -> dict:
+    # Keys as long as fits a body of `limit` bytes (the test client sends ASCII-escaped JSON).
+    per_key = (limit - 1_000) // 40 // len(json.dumps(char)[1:-1])
+    return {f"{n:02}" + char * per_key: n for n in range(40)}
+
+
+WORST_BODIES = {
+    "astral keys": lambda limit: many_keys(ASTRAL, limit),
+    "control-character keys": lambda limit: many_keys(CONTROL, limit),
+    "accented keys": lambda limit: many_keys(ACCENT, limit),
+    "one key of a whole text": lambda limit: {"k" * 1_000_000: 1},
+    "thousands of short keys": lambda limit: {f"{ASTRAL * 8}{n:05}": 0 for n in range(50_000)},
+    "astral value at the bound": lambda limit: kept_value(ASTRAL),
+    "control value at the bound": lambda limit: kept_value(CONTROL),
+    "nested value": lambda limit: {"a": [[[[{"b": [1, 2.5, None, True, "x"]}]]]] * 3},
+}
+
+
+@pytest.mark.parametrize("worst", list(WORST_BODIES.values()), ids=list(WORST_BODIES))
+def test_no_message_updated_event_exceeds_the_documented_bound_whatever_the_patch(api, append, settings, worst):
+    limit = settings.CTXWEB_MAX_REQUEST_BYTES
+    before = kept_value(ASTRAL, "before")
+    append("worst", [{"id": ASTRAL * 200, "role": "user", "content": "hi", "attributes": before}])
+    body = {"include_in_messages": False, "attributes": worst(limit)}
+    assert len(json.dumps(body)) <= limit
+
+    response = api.patch("/sessions/worst/messages/1", body)
+
+    assert response.status_code == 200, response.content[:300]
+    event = Event.objects.get(session__key="worst", type="MESSAGE_UPDATED")
+    # As SQLite stores it (ASCII escapes) and as the API lists it (UTF-8): both under the bound.
+    assert stored_size(event.data) < EVENT_MAX_BYTES == 2_000
+    assert len(json.dumps(event.data, ensure_ascii=False).encode()) < EVENT_MAX_BYTES
+    listed = api.get("/sessions/worst/events", query={"type": "MESSAGE_UPDATED"})
+    assert len(json.dumps(listed.json()["items"][0]["data"]).encode()) < EVENT_MAX_BYTES
+    assert event_data(event).changes.attributes.keys_changed == len(body["attributes"]) + len(before)
+
+
+def test_an_event_with_every_part_at_its_bound_is_under_the_documented_size():
+    # Not only the bodies above: each part of the event at the most it may hold, together.
+    keys = shown_keys(sorted(f"{n:02}" + ASTRAL * 400 for n in range(40)))
+    change = AttributesChange(keys=keys, keys_changed=2**63 - 1, before=ValueSummary.of(kept_value(CONTROL)),
+                              after=ValueSummary.of(kept_value(ASTRAL)))
+    event = MessageUpdated(seq=2**31 - 1, id=CONTROL * 200, input_tokens=2**63 - 1, at_seq=2**31 - 1,
+                           changes={"include_in_messages": {"from": True, "to": False}, "attributes": change})
+    data = event.model_dump(mode="json")
+
+    assert stored_size(data["changes"]["attributes"]["keys"]) <= EVENT_KEYS_BYTES
+    assert "value" in data["changes"]["attributes"]["before"] and "value" in data["changes"]["attributes"]["after"]
+    assert stored_size(data) < EVENT_MAX_BYTES
+
+
+def test_a_long_client_id_is_cut_in_the_event_and_parses_back_unchanged(api, append):
+    append("ids", [{"id": ASTRAL * 200, "role": "user", "content": "hi"}])
+
+    api.patch("/sessions/ids/messages/1", {"include_in_messages": False})
+
+    event = Event.objects.get(session__key="ids", type="MESSAGE_UPDATED")
+    assert event.data["id"].endswith("…") and (ASTRAL * 200).startswith(event.data["id"][:-1])
+    assert stored_size(event.data["id"]) <= EVENT_ID_BYTES
+    assert event_data(event).model_dump(mode="json") == event.data
 
 
 def test_a_patch_that_changes_nothing_records_nothing(api, conversation):
