@@ -16,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from sessions import otlp
 from sessions.errors import DomainError
 from sessions.events import actor
-from sessions.recorded_requests import record_requests
+from sessions.recorded_requests import message_count, record_requests
 
 from .api import ApiKeyAuth
 
@@ -72,17 +72,20 @@ def _store(project, spans: otlp.Spans, who: str) -> int:
     that are not valid OpenAI messages) is a rejected span; so are a conversation's spans when its
     session cannot take them (a 4xx from the domain), while the other conversations are kept."""
     by_conversation: dict[str, list] = {}
+    budget = settings.CTXWEB_MAX_CAPTURE_MESSAGES  # messages the whole export may carry
     for request in spans.captured:
         by_conversation.setdefault(request.conversation, []).append(request)
     stored = 0
     for conversation, requests in by_conversation.items():
+        carried = sum(message_count(r) for r in requests)
         try:
-            result = record_requests(project, requests, who)
+            result = record_requests(project, requests, who, max_messages=max(0, budget))
         except DomainError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
             spans.rejected.extend([f"conversation {conversation[:80]!r}: {exc.detail}"] * len(requests))
             continue
+        budget -= carried
         stored += result.stored
         spans.rejected.extend(result.rejected)
     return stored

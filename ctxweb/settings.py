@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "sessions.dashboard_limits.DashboardRateLimits",  # per user, once the user is known
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -261,6 +262,14 @@ CTXWEB_OPENAI_TIMEOUT = env_float("CTXWEB_OPENAI_TIMEOUT", 60.0)
 CTXWEB_MAX_BATCH_MESSAGES = env_int("CTXWEB_MAX_BATCH_MESSAGES", 500)
 CTXWEB_MAX_REQUEST_BYTES = env_int("CTXWEB_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
 CTXWEB_MAX_IMAGE_BYTES = env_int("CTXWEB_MAX_IMAGE_BYTES", 5 * 1024 * 1024)
+# Dashboard rate limits per logged-in user (sessions/dashboard_limits.py), each a bucket refilled over a
+# minute: every request, and the CPU-heavy actions (previews, traces, exports, searches, imports). 0: none.
+CTXWEB_DASHBOARD_REQUESTS_PER_MINUTE = env_int("CTXWEB_DASHBOARD_REQUESTS_PER_MINUTE", 600)
+CTXWEB_DASHBOARD_HEAVY_PER_MINUTE = env_int("CTXWEB_DASHBOARD_HEAVY_PER_MINUTE", 60)
+# Messages one OTLP export may carry (its spans' messages sent and received, summed): the requests past
+# it are refused as rejected spans. Recording is linear in what is carried, so this bounds how long one
+# capture holds its session's row lock (the whole database's write lock on SQLite).
+CTXWEB_MAX_CAPTURE_MESSAGES = env_int("CTXWEB_MAX_CAPTURE_MESSAGES", 10_000)
 # Image parts per message and per append batch (or request build): each costs hundreds of tokens for a
 # few bytes of URL, so a batch of many would make an input of billions of tokens.
 CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE = env_int("CTXWEB_MAX_IMAGE_PARTS_PER_MESSAGE", 20)

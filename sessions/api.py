@@ -19,7 +19,7 @@ from . import schemas as s
 from .append import append_messages
 from .compaction import compact_if_needed
 from .compaction_runs import request_compaction as enqueue_requested_compaction
-from .compaction_runs import run_outcome, wait_for
+from .compaction_runs import run_outcome
 from .errors import DomainError, NotFound
 from .events import actor
 from .exports import export_response
@@ -44,6 +44,7 @@ from .schemas import utc_datetime
 from .session_store import check_key, get_session, update_session
 from .trace import trace as trace_fact
 from .validation import count_openai_messages
+from .waiting import key_holder, wait_once
 from .what_if import preview_compaction, why_skipped
 
 router = Router(tags=["sessions"])
@@ -305,7 +306,7 @@ def request_compaction(request, key: str, body: s.CompactIn):
         return preview_compaction(session, **options)
     run = enqueue_requested_compaction(session, actor(request), **options)
     if body.wait:
-        run = wait_for(run)
+        run = wait_once(run, key_holder(request.auth))  # one waiting request per key (sessions/waiting.py)
     else:
         run.refresh_from_db()
     if run.state in CompactionRun.ACTIVE:
@@ -352,6 +353,7 @@ def build_next_request(request, key: str, body: s.RequestIn):
     built = build_request(
         project(request), key, instructions=body.instructions, messages=body.messages,
         fmt=body.format, message_format=body.message_format, actor=actor(request),
+        waiter=key_holder(request.auth),
     )
     return {
         "model_input": model_input_response(built.model_input, body.format),

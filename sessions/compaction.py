@@ -24,6 +24,7 @@ from .errors import DomainError
 from .event_types import CompactionCompleted, CompactionFailed, CompactionSkipped, CompactionStarted
 from .events import event_data, parse_event_data, record
 from .facts import report
+from .leases import pulse
 from .model_input import Layout, layout_model_input, split_turns, summary_message_tokens, visible_messages
 from .models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
 from .summarizers import SUMMARIZERS, SummarizerError, get_summarizer
@@ -510,7 +511,8 @@ def compact(
             return Outcome("skipped", plan, reason=skip, events=[started, event])
         covered = [] if summary is not None else read_covered(session, plan)
 
-    # 2. Summarize, outside any transaction.
+    # 2. Summarize, outside any transaction (each step renews the run's lease when due: leases.pulse).
+    pulse()
     previous = plan.base.summary if plan.base else ""
     if summary is None:
         try:
@@ -523,10 +525,12 @@ def compact(
     summary_tokens = summary_message_tokens(summary, plan.last_seq)
     # What the summary keeps of the covered messages' facts, found outside any lock; a supplied summary
     # read none of them, so they are read here, chunk by chunk.
+    pulse()
     if covered:
         facts = report(summary, covered)
     else:
         facts = covered_facts(session, plan.first_seq, plan.last_seq, summary)
+    pulse()
 
     # 3. Create the checkpoint, unless the summary is not smaller than what it replaces.
     with transaction.atomic():

@@ -20,6 +20,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_tasks import task
 
+from . import leases
 from .compaction import (
     AUTO,
     Outcome,
@@ -172,27 +173,42 @@ def claim(run_id: int) -> CompactionRun | None:
 
 
 class Heartbeat:
-    """Renews a running attempt's lease (CTXWEB_COMPACTION_LEASE_SECONDS) from a thread of its own while
-    the work goes on: `running` selects the attempt's row while it is still this worker's. Used by
-    compaction runs and by import jobs (sessions/import_jobs.py)."""
+    """Renews a running attempt's lease (CTXWEB_COMPACTION_LEASE_SECONDS) while the work goes on, twice
+    over: from a thread of its own, and from the work itself, which calls `pulse()` between its steps
+    (what a step costs is bounded: facts are found in linear time, a run covers a bounded budget, an
+    import stores a bounded chunk). So the lease does not depend on the thread getting the interpreter:
+    a long call that holds it (as a backtracking regex once did) no longer gets a live attempt declared
+    dead. `running` selects the attempt's row while it is still this worker's. Used by compaction runs
+    and by import jobs (sessions/import_jobs.py)."""
 
     def __init__(self, running: QuerySet, name: str):
         self.running = running
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self.beat, name=name, daemon=True)
+        self.renewed = time.monotonic()
+        self.token = None
+
+    def renew(self) -> None:
+        self.renewed = time.monotonic()
+        self.running.update(lease_expires_at=timezone.now() + lease())
+
+    def due(self) -> bool:
+        return time.monotonic() - self.renewed >= settings.CTXWEB_COMPACTION_LEASE_SECONDS / 3
 
     def beat(self):
         try:
             while not self.stopped.wait(settings.CTXWEB_COMPACTION_LEASE_SECONDS / 3):
-                self.running.update(lease_expires_at=timezone.now() + lease())
+                self.renew()
         finally:
             connection.close()
 
     def __enter__(self):
+        self.token = leases.CURRENT.set(self)
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
+        leases.CURRENT.reset(self.token)
         self.stopped.set()
         self.thread.join()
 

@@ -351,6 +351,10 @@ class RecordedRequest(models.Model):
     edited = models.JSONField(default=list, blank=True)
     # Each message's tokens as sent (system messages included), counted once when it is recorded.
     message_tokens = models.JSONField(default=list, blank=True)
+    # What matching the next request needs of this one without reading its messages again: for each
+    # message sent, and each message of the response, [role, digest, tool ids] (sessions.recorded_requests).
+    message_keys = models.JSONField(default=list, blank=True)
+    response_keys = models.JSONField(default=list, blank=True)
     # The highest raw seq stored when it was sent (its own new messages included, its response not): the
     # model input as of a message is the request in force then, the latest whose at_seq is not after it.
     at_seq = models.PositiveIntegerField(default=0)
@@ -615,3 +619,29 @@ class ImportJob(models.Model):
         if self.state == self.State.COMPLETED:
             return 100
         return min(99, 100 * self.bytes_read // self.size) if self.size else 0
+
+
+class WaitSlot(models.Model):
+    """The one request of a holder (an API key, a dashboard user) allowed to wait for a compaction run at
+    a time (sessions/waiting.py): `until` is when its wait ends at the latest, in seconds since the epoch.
+    A holder's other requests do not wait, so one client never holds more than one web worker waiting."""
+
+    holder = models.CharField(max_length=64, unique=True)  # "key:<id>" | "user:<id>"
+    until = models.FloatField(default=0)
+
+    def __str__(self):
+        return f"wait slot of {self.holder}"
+
+
+class DashboardBudget(models.Model):
+    """A dashboard user's rate limits (sessions/dashboard_limits.py): token buckets as ApiKey's, each kept
+    as the moment it is full again, one of requests and one of CPU-heavy actions (previews, traces,
+    exports, searches, imports)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    requests_refilled_at = models.FloatField(default=0)
+    heavy_refilled_at = models.FloatField(default=0)
+    throttled_total = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self):
+        return f"dashboard budget of {self.user}"

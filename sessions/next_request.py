@@ -16,6 +16,7 @@ from .message_sizes import for_page
 from .model_input import ModelInput, build_model_input, summary_message_text, visible_messages
 from .models import Checkpoint, CompactionRun, Event, EventType, Message, Project, Role, Session
 from .session_store import get_or_create_locked, update_session
+from .waiting import wait_once
 
 
 @dataclass
@@ -28,8 +29,10 @@ class BuiltRequest:
 
 
 def build_request(project: Project, key: str, *, instructions=None, messages=None, fmt: str = "openai",
-                  message_format: str = "ctxweb", actor: str = "system") -> BuiltRequest:
-    """`messages` are in `message_format`; the model input is returned in `fmt`."""
+                  message_format: str = "ctxweb", actor: str = "system", waiter: str | None = None) -> BuiltRequest:
+    """`messages` are in `message_format`; the model input is returned in `fmt`. `waiter` names who waits
+    for a compaction this request needs (sessions/waiting.py: one waiting request per holder); None: the
+    caller does not share its waits."""
     parsed = parse_batch(messages, message_format) if messages else Batch([])
     if instructions is None:
         instructions = parsed.instructions
@@ -54,7 +57,7 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
     compaction = compact_if_needed(session, actor, extra_tokens, starts_turn)
     in_progress = False
     if compaction is not None:
-        compaction = wait_for(compaction)
+        compaction = wait_for(compaction) if waiter is None else wait_once(compaction, waiter)
         in_progress = compaction.state in CompactionRun.ACTIVE
         session.refresh_from_db()
     model_input = build_model_input(session, extra_messages=unpersisted)

@@ -105,7 +105,7 @@ def _system_digest(messages: list[NewMessage]) -> str:
 
 
 def record_requests(project: Project, captured: list[CapturedRequest], actor: str = "system", *,
-                    import_source: str | None = None) -> RecordResult:
+                    import_source: str | None = None, max_messages: int | None | bool = False) -> RecordResult:
     """Store `captured` (any sessions, any order) and rebuild each touched session.
 
     A request whose messages are not valid OpenAI messages is refused (a sentence in `rejected`) and
@@ -113,10 +113,24 @@ def record_requests(project: Project, captured: list[CapturedRequest], actor: st
     counted in `duplicates` and change nothing. Each conversation is rebuilt in its own transaction. An
     import names its source file (`import_source`): it may create sessions and resume those it created,
     never write into the application's (session_store.check_import_target).
+
+    One call records at most `max_messages` messages (CTXWEB_MAX_CAPTURE_MESSAGES unless given; None: no
+    bound): what an export carries past it is refused, request by request, so one capture holds a
+    session's lock (all the database's, on SQLite) for a bounded time. Recording is linear in what the
+    requests carry, so the bound on messages bounds the time.
     """
+    if max_messages is False:
+        max_messages = settings.CTXWEB_MAX_CAPTURE_MESSAGES
     result = RecordResult()
     by_conversation: dict[str, list[CapturedRequest]] = {}
+    carried = 0
     for request in captured:
+        carried += message_count(request)
+        if max_messages is not None and carried > max_messages:
+            result.rejected.append(
+                f"request {request.external_id}: this export carries more than {max_messages} messages "
+                f"(CTXWEB_MAX_CAPTURE_MESSAGES); the requests past it are refused: export smaller batches")
+            continue
         by_conversation.setdefault(request.conversation, []).append(request)
     for key, requests in by_conversation.items():
         try:
@@ -127,7 +141,7 @@ def record_requests(project: Project, captured: list[CapturedRequest], actor: st
         parsed = []
         for request in sorted(requests, key=lambda r: (r.started_at, r.external_id)):
             try:
-                parsed.append(_parse(request))
+                parsed.append(parse_captured(request))
             except DomainError as exc:
                 result.rejected.append(f"request {request.external_id}: {exc}")
         if parsed:
@@ -135,7 +149,13 @@ def record_requests(project: Project, captured: list[CapturedRequest], actor: st
     return result
 
 
-def _parse(request: CapturedRequest) -> _Parsed:
+def message_count(request: CapturedRequest) -> int:
+    """Messages a captured request carries (sent, received, stored after)."""
+    return sum(len(m) if isinstance(m, list) else 0 for m in (request.messages, request.response, request.after))
+
+
+def parse_captured(request: CapturedRequest) -> _Parsed:
+    """A captured request read as ctxweb messages (DomainError when it is not valid OpenAI messages)."""
     if not isinstance(request.messages, list) or not request.messages:
         raise DomainError("a request must carry at least one message", code="invalid_batch")
     sent = _parse_openai(request.messages)
@@ -207,14 +227,39 @@ def _stored_threads(project: Project, key: str) -> list[_Thread]:
     for k in keys:
         if k not in sessions:
             continue
-        latest = RecordedRequest.objects.filter(session=sessions[k]).order_by("-started_at", "-number").only(
-            "messages", "response").first()
+        latest = (RecordedRequest.objects.filter(session=sessions[k]).order_by("-started_at", "-number")
+                  .defer("messages", "response", "parameters").first())
         threads.append(_Thread(k, None if latest is None else _Signature.of(_stored_parsed(latest))))
     return threads
 
 
+@dataclass
+class _Key:
+    """A message as matching reads it: its role, digest and tool ids (RecordedRequest.message_keys)."""
+
+    role: str
+    digest: str
+    call_ids: list
+    tool_call_id: str
+
+    @classmethod
+    def of(cls, message: NewMessage) -> "_Key":
+        return cls(message.role, message.digest, list(message.call_ids), message.tool_call_id)
+
+    def stored(self) -> list:
+        return [self.role, self.digest, self.call_ids, self.tool_call_id]
+
+
+def _keys(messages: list[NewMessage]) -> list[list]:
+    return [_Key.of(m).stored() for m in messages]
+
+
 def _stored_parsed(recorded: RecordedRequest) -> _Parsed:
-    """A stored request read back as it was parsed when recorded (it was valid then)."""
+    """A stored request as it was parsed when recorded: from its keys (its messages are not read), or,
+    recorded before they were kept, its messages parsed again (they were valid then)."""
+    if recorded.message_keys and len(recorded.message_keys) == len(recorded.message_seqs or ()):
+        return _Parsed(None, [_Key(*k) for k in recorded.message_keys], [_Key(*k) for k in recorded.response_keys],
+                       None)
     sent = _parse_openai(recorded.messages)
     response = _parse_openai(recorded.response) if recorded.response else Batch([])
     return _Parsed(None, sent.messages, response.messages, sent.instructions)
@@ -292,20 +337,31 @@ def _record_session(project: Project, key: str, parsed: list[_Parsed], actor: st
         if not fresh:
             return
         raw = _RawLog(session)
-        previous = _Reference.stored(session, fresh[0].captured.started_at, raw)
-        rows = []
+        first = fresh[0].captured.started_at
+        stored_before = (RecordedRequest.objects.filter(session=session, started_at__lte=first)
+                         .order_by("-started_at", "-number").defer("messages", "response", "parameters").first())
+        previous = _Reference.stored(stored_before) if stored_before is not None else None
+        # Requests arriving in order (the usual case) are numbered on from the last, and what each dropped
+        # is worked out from the one before; one arriving before a stored request renumbers them all.
+        in_order = not RecordedRequest.objects.filter(session=session, started_at__gt=first).exists()
+        number = session.request_count
+        rows, before = [], stored_before
         for item in fresh:
             row = _match(project, key, session, item, raw, actor, previous, import_source)
+            if in_order:
+                number += 1
+                row.number, row.dropped_seqs = number, dropped_between(before, row) if before is not None else []
             rows.append(row)
-            previous = _Reference.recorded(item, row, raw)
+            previous, before = _Reference.recorded(item, row), row
         RecordedRequest.objects.bulk_create(rows)
-        _renumber(session)
+        if not in_order:
+            _renumber(session)
         latest = RecordedRequest.objects.filter(session=session).order_by("-number").values_list(
             "messages", flat=True).first()
         instructions = _instructions_of(latest)
         if instructions is not None and instructions != session.instructions:
             update_session(project, key, {"instructions": instructions}, actor, import_source=import_source)
-        count = RecordedRequest.objects.filter(session=session).count()
+        count = number if in_order else RecordedRequest.objects.filter(session=session).count()
         Session.objects.filter(pk=session.pk).update(request_count=count)
         session.refresh_from_db()
         refresh_recorded_figures(session)
@@ -314,19 +370,41 @@ def _record_session(project: Project, key: str, parsed: list[_Parsed], actor: st
 
 
 class _RawLog:
-    """The session's raw messages by digest, kept up to date as requests append to it."""
+    """The session's raw messages by digest, read as matching needs them: those after a seq, once (a request
+    that repeats the one before matches by position, so it reads only what was stored since), and kept up
+    to date as requests append to it."""
 
     def __init__(self, session: Session):
+        self.session = session
         self.by_digest: dict[str, list[int]] = {}  # seqs in increasing order
         self.digests: dict[int, str] = {}
-        self.tokens: dict[int, int] = {}  # seq -> its stored token count
         self.last_seq = session.message_count
-        for seq, digest, tokens in Message.objects.filter(session=session).order_by("seq").values_list(
-                "seq", "digest", "tokens"):
-            self.add(digest, seq, tokens)
+        self.read_after = session.message_count  # every raw message after this seq is known
+
+    def _read(self, after: int) -> None:
+        """Know every raw message after `after` too."""
+        if after >= self.read_after:
+            return
+        rows = Message.objects.filter(session=self.session, seq__gt=after, seq__lte=self.read_after).order_by(
+            "seq").values_list("seq", "digest")
+        older = {}
+        for seq, digest in rows:
+            older.setdefault(digest, []).append(seq)
+            self.digests[seq] = digest
+        for digest, seqs in older.items():
+            self.by_digest[digest] = seqs + self.by_digest.get(digest, [])
+        self.read_after = after
+
+    def digest_of(self, seqs) -> None:
+        """Know the digests of these raw messages (a reference's edited ones)."""
+        wanted = [seq for seq in seqs if seq not in self.digests and seq <= self.read_after]
+        if wanted:
+            self.digests.update(Message.objects.filter(session=self.session, seq__in=wanted).values_list(
+                "seq", "digest"))
 
     def find(self, digest: str, after: int, used: set[int]) -> int | None:
         """The first raw message with this digest after seq `after` not used yet."""
+        self._read(after)
         seqs = self.by_digest.get(digest)
         if not seqs:
             return None
@@ -335,10 +413,9 @@ class _RawLog:
                 return seqs[i]
         return None
 
-    def add(self, digest: str, seq: int, tokens: int) -> None:
+    def add(self, digest: str, seq: int) -> None:
         self.by_digest.setdefault(digest, []).append(seq)
         self.digests[seq] = digest
-        self.tokens[seq] = tokens
         self.last_seq = max(self.last_seq, seq)
 
 
@@ -353,7 +430,7 @@ class _Sent:
     edited: bool = False
 
 
-def _ids(message: NewMessage) -> tuple:
+def _ids(message) -> tuple:
     return tuple(message.call_ids), message.tool_call_id
 
 
@@ -365,7 +442,7 @@ class _Reference:
     items: list[_Sent]
 
     @classmethod
-    def recorded(cls, item: _Parsed, row: RecordedRequest, raw: _RawLog) -> "_Reference":
+    def recorded(cls, item: _Parsed, row: RecordedRequest) -> "_Reference":
         edited = set(row.edited)
         sent = [_Sent(seq, m.digest, m.role, _ids(m), i in edited)
                 for i, (m, seq) in enumerate(zip(item.messages, row.message_seqs, strict=True)) if m.role != Role.SYSTEM]
@@ -374,19 +451,15 @@ class _Reference:
         return cls(sent + answered)
 
     @classmethod
-    def stored(cls, session: Session, before: datetime, raw: _RawLog) -> "_Reference | None":
-        """The session's latest stored request sent no later than `before`."""
-        recorded = (RecordedRequest.objects.filter(session=session, started_at__lte=before)
-                    .order_by("-started_at", "-number").first())
-        if recorded is None:
-            return None
+    def stored(cls, recorded: RecordedRequest) -> "_Reference | None":
+        """A stored request as the next one is aligned with (None when it cannot be read back)."""
         try:
             item = _stored_parsed(recorded)
         except DomainError:  # stored requests were valid when recorded; for safety, align with nothing
             return None
         if len(item.messages) != len(recorded.message_seqs or ()):
             return None
-        return cls.recorded(item, recorded, raw)
+        return cls.recorded(item, recorded)
 
 
 def _align(messages: list[NewMessage], nonsys: list[int], previous: _Reference, raw: _RawLog
@@ -397,6 +470,7 @@ def _align(messages: list[NewMessage], nonsys: list[int], previous: _Reference, 
     An edit (same role and tool ids, other content that the raw log does not hold later on) counts only
     when a later position repeats exactly: an edit followed by nothing that lines up is not one (a summary
     in place of the first turns, say), and is left to content matching."""
+    raw.digest_of(ref.seq for ref in previous.items if ref.edited and ref.seq is not None)
     seqs: dict[int, int | None] = {}
     edited: list[int] = []
     pending: list[tuple[int, int]] = []  # edits waiting for an exact repeat after them
@@ -408,7 +482,8 @@ def _align(messages: list[NewMessage], nonsys: list[int], previous: _Reference, 
             break
         i = nonsys[k]
         message = messages[i]
-        raw_digest = raw.digests.get(ref.seq) if ref.seq is not None else None
+        # What the raw message holds: what the previous request sent, unless that was its edit.
+        raw_digest = (raw.digests.get(ref.seq) if ref.edited else ref.digest) if ref.seq is not None else None
         if ref.seq is not None and ref.seq in used:
             break
         if message.digest == ref.digest or (raw_digest is not None and message.digest == raw_digest):
@@ -496,6 +571,7 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str, previ
         usage_input_tokens=captured.usage_input_tokens, usage_output_tokens=captured.usage_output_tokens,
         message_seqs=seqs, unmatched=unmatched, response_seqs=response_seqs, edited=sorted(edited),
         message_tokens=tokens, at_seq=at_seq, derived_from=captured.derived_from[:300],
+        message_keys=_keys(messages), response_keys=_keys(item.response),
     )
 
 
@@ -511,7 +587,7 @@ def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str, 
                                recording=True)
     seqs = [m.seq for m in appended.messages]
     for message, seq in zip(messages, seqs, strict=True):
-        raw.add(message.digest, seq, message.tokens)
+        raw.add(message.digest, seq)
     return seqs
 
 

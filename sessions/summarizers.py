@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from .facts import carries, fold, ranked, tally
+from .leases import pulse
 from .model_input import split_turns
 from .models import Message, Role
 from .tokens import count_text
@@ -197,7 +198,9 @@ def extractive_digest(previous_summary: str, messages: list[Message], budget: in
     candidates = _shortened(previous, messages, budget)
     if not keep_facts:
         return Digest(candidates[0])
+    pulse()  # the digest's candidates were many steps; the facts are as many again (sessions/leases.py)
     found = tally(messages)
+    pulse()
     for key, entry in tally([_PreviousSummary(previous_summary or "")]).items():
         found.setdefault(key, entry)
     wanted = [t.text for t in ranked(found.values())]

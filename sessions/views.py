@@ -17,7 +17,8 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from . import access, rate_limits
 from .api_keys import create_api_key, keys_of, revoke
-from .compaction_runs import request_compaction, run_outcome, wait_for
+from .compaction_runs import request_compaction, run_outcome
+from .dashboard_limits import heavy
 from .errors import DomainError
 from .events import actor, event_record_json, newest_events
 from .exports import export_response
@@ -55,6 +56,7 @@ from .request_timeline import request_diff, request_timeline
 from .search import search as search_hits
 from .session_store import update_session
 from .trace import trace
+from .waiting import user_holder, wait_once
 from .what_if import preview_compaction, why_skipped
 
 
@@ -80,6 +82,7 @@ def session_url(session: Session, **params) -> str:
 
 @login_required
 @require_GET
+@heavy(when="q")
 def session_list(request: HttpRequest) -> HttpResponse:
     form = SessionListForm(request.GET)
     filters = form.filters()
@@ -135,6 +138,7 @@ def _as_of(request, session):
 
 @login_required
 @require_GET
+@heavy(when="trace")
 def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key)
     as_of = _as_of(request, session)
@@ -264,6 +268,7 @@ def event_record(request: HttpRequest, project: str, key: str, event_id: int) ->
 
 @login_required
 @require_GET
+@heavy
 def trace_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """The trace box's answer: where a string is in the session and which summary lost it."""
     session = access.get_session_for(request.user, project, key)
@@ -349,7 +354,7 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
     except DomainError as exc:
         flash.error(request, f"Not compacted: {exc.detail}")
         return _back(request, session_url(session))
-    run = wait_for(run)
+    run = wait_once(run, user_holder(request.user))  # one waiting request per user (sessions/waiting.py)
     outcome = run_outcome(run)
     if outcome is None:
         flash.info(request, f"Compaction run {run.pk} is {run.state} on the background worker; this page shows "
@@ -370,6 +375,7 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
 
 @login_required
 @require_GET
+@heavy
 def what_if(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """The What if… panel's preview: what a compaction with the settings given would do. Stores nothing,
     so anyone who may see the session may ask."""
@@ -426,6 +432,7 @@ def toggle_include(request: HttpRequest, project: str, key: str, seq: int) -> Ht
 
 @login_required
 @require_GET
+@heavy
 def export_download(request: HttpRequest, project: str, key: str, fmt: str) -> HttpResponse:
     session = access.get_session_for(request.user, project, key, "export")
     if fmt not in ("json", "jsonl", "markdown"):
@@ -479,6 +486,7 @@ def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@heavy(when="q")
 def search(request: HttpRequest) -> HttpResponse:
     form = MessageSearchForm(request.GET)
     projects = list(access.projects_for(request.user))

@@ -48,6 +48,16 @@ def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_dashboard_limits():
+    """The dashboard's per-user rate limits off for the run, module-scoped data included: a test (a browser
+    walking every page) asks faster than a person; tests/dashboard/test_rate_limits.py turns them on."""
+    from django.conf import settings
+
+    settings.CTXWEB_DASHBOARD_REQUESTS_PER_MINUTE = 0
+    settings.CTXWEB_DASHBOARD_HEAVY_PER_MINUTE = 0
+
+
 IMMEDIATE_TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
 DATABASE_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 

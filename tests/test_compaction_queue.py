@@ -237,3 +237,59 @@ def test_an_attempt_closed_by_the_sweep_while_it_works_records_nothing_more(api,
     assert not Checkpoint.objects.filter(session__key="queued").exists()
     run = the_run()
     assert (run.state, run.attempts) == ("queued", 1) and run.last_error.startswith("interrupted")
+
+
+@pytest.mark.real_queue
+@pytest.mark.django_db
+def test_the_worker_waits_out_a_locked_database_instead_of_exiting(monkeypatch):
+    """Security issue 37, item 6: a capture holding SQLite's write lock made the worker's loop raise
+    "database is locked", and the worker process exited, leaving queued runs until someone started it
+    again. It waits and goes on now."""
+    from django.db import OperationalError
+    from django_tasks_db.management.commands import db_worker
+
+    from sessions.management.commands import compaction_worker
+
+    calls, pauses = [], []
+
+    def run(self):
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise OperationalError("database is locked")
+
+    monkeypatch.setattr(db_worker.Worker, "run", run)
+    monkeypatch.setattr(compaction_worker.time, "sleep", pauses.append)
+    call_command("compaction_worker", "--batch", "--no-reload", "--no-startup-delay", verbosity=0)
+
+    assert len(calls) == 3, "it went on twice after the errors, then stopped as --batch does"
+    assert pauses == [compaction_worker.RETRY_FIRST, 2 * compaction_worker.RETRY_FIRST]
+
+
+@pytest.mark.real_queue
+@pytest.mark.django_db(transaction=True)
+def test_a_run_s_lease_is_renewed_by_its_own_steps_when_the_heartbeat_thread_cannot_run(
+        api, monkeypatch, settings, short_lease):
+    """The lease must not depend on the heartbeat thread getting the interpreter (a step holding it, as
+    a backtracking regex once did, got live attempts declared dead): the run's own steps renew it."""
+    from sessions.compaction_runs import Heartbeat
+
+    monkeypatch.setattr(Heartbeat, "beat", lambda self: None)  # a thread that never gets to run
+    renewed = []
+    original = Heartbeat.renew
+
+    def renew(self):
+        renewed.append(time.monotonic())
+        original(self)
+
+    monkeypatch.setattr(Heartbeat, "renew", renew)
+
+    def slow_summary(*args):  # a summarizer whose steps take longer than a third of the lease
+        time.sleep(0.4)
+        return extractive(*args)
+
+    monkeypatch.setitem(SUMMARIZERS, "extractive", slow_summary)
+    append(api, over_threshold(api))
+    run_compaction.call(the_run().pk)
+
+    assert the_run().state == "completed"
+    assert renewed, "the run renewed its lease from its own steps"

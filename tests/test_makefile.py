@@ -68,3 +68,33 @@ def test_the_install_shows_its_progress(scratch):
     commands = make(scratch, "install", dry_run=True).stdout
     installs = [line for line in commands.splitlines() if "pip install" in line]
     assert len(installs) == 2 and not any("--quiet" in line or " -q" in line for line in installs)
+
+
+def test_run_starts_the_worker_again_when_it_exits_and_stops_it_with_the_server(scratch):
+    """Security issue 37, item 6: a worker that exited (a locked database, an out-of-memory kill) left
+    queued runs waiting for someone to start it. `make run` starts it again, and stops it with the server.
+    A stand-in python in the scratch's .venv: the worker exits at once, the server serves for 3.5 s."""
+    stamp = subprocess.run("cksum < pyproject.toml | cut -d' ' -f1", shell=True, cwd=scratch, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    bin_dir = scratch / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (scratch / ".venv" / f".installed-{stamp}").touch()
+    python = bin_dir / "python"
+    python.write_text('#!/bin/sh\ncase "$*" in\n'
+                      '  *compaction_worker*) echo started >> "$(dirname "$0")/../../worker.log"; exit 1 ;;\n'
+                      '  *runserver*) sleep 3.5 ;;\nesac\nexit 0\n')
+    python.chmod(0o755)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    result = make(scratch, "run", f"PORT={port}")
+
+    assert result.returncode == 0, result.stderr
+    starts = (scratch / "worker.log").read_text().count("started")
+    assert starts >= 3, f"the worker was started {starts} time(s) in 3.5 s"
+    assert "the background worker stopped (exit 1); starting it again" in result.stderr
+    import time
+
+    time.sleep(1.5)  # the loop stopped with the server: no more starts
+    assert (scratch / "worker.log").read_text().count("started") == starts

@@ -136,3 +136,47 @@ def test_a_request_build_past_the_bound_returns_the_current_input_and_says_compa
     finish_queued_runs()
     again = api.post("/sessions/near/requests", {}).json()
     assert again["compaction_in_progress"] is False and again["model_input"]["checkpoint"] is not None
+
+
+@real_queue
+@committed
+def test_a_key_has_one_request_waiting_at_a_time_the_others_answer_at_once(api, talk, settings):
+    """Security issue 37, item 8: four waiting requests of one key held every web worker of a deployment.
+    While one request of a key waits for a run, the key's other requests do not wait: /compact answers 202
+    with the run and /requests the current input, as a wait that ran out would."""
+    from sessions.models import ApiKey
+    from sessions.waiting import key_holder, wait_slot
+
+    settings.CTXWEB_COMPACTION_WAIT_SECONDS = 2.0  # no worker runs: a waiting request waits it all
+    holder = key_holder(ApiKey.objects.get())  # the one key of the test
+    with wait_slot(holder, 30) as waiting:  # another request of the key, waiting meanwhile
+        assert waiting
+        began = time.monotonic()
+        response = api.post("/sessions/talk/compact", {})
+        assert time.monotonic() - began < 1.0 and response.status_code == 202
+        assert response.json()["status"] == "queued"
+        api.put("/sessions/near", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 50, "auto": True}})
+        api.post("/sessions/near/messages", {"messages": [
+            user(100, "Tell me about the earthquake of 1755."), assistant(100, "It struck Lisbon on 1 November."),
+            user(50, "Who rebuilt the city?")]})
+        began = time.monotonic()
+        body = api.post("/sessions/near/requests", {"messages": [assistant(60, "The Marquis of Pombal.")]}).json()
+        assert time.monotonic() - began < 1.0 and body["compaction_in_progress"] is True
+    # Once that request is done, the key's next request waits again (the bound: still no worker).
+    settings.CTXWEB_COMPACTION_WAIT_SECONDS = 0.4
+    began = time.monotonic()
+    assert api.post("/sessions/near/requests", {}).json()["compaction_in_progress"] is True
+    assert time.monotonic() - began >= 0.4
+
+
+def test_a_wait_slot_ends_at_its_deadline_even_if_its_holder_never_gives_it_back(db):
+    from sessions.models import WaitSlot
+    from sessions.waiting import wait_slot
+
+    WaitSlot.objects.create(holder="key:1", until=time.time() + 0.2)  # a process that died waiting
+    with wait_slot("key:1", 5) as waiting:
+        assert not waiting
+    time.sleep(0.25)
+    with wait_slot("key:1", 5) as waiting:
+        assert waiting
+    assert WaitSlot.objects.get(holder="key:1").until == 0
