@@ -13,7 +13,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from sessions import otlp
+from sessions import otlp, rate_limits
 from sessions.errors import DomainError
 from sessions.events import actor
 from sessions.recorded_requests import message_count, record_requests
@@ -51,8 +51,13 @@ def receive_traces(request) -> HttpResponse:
     if length > settings.CTXWEB_MAX_REQUEST_BYTES:
         return _status(kind, 413, f"The request body is larger than {settings.CTXWEB_MAX_REQUEST_BYTES} bytes.")
     try:
+        otlp.check_content_type(request.content_type)  # before anything reads the body (a form would be parsed)
         request.auth = ApiKeyAuth()(request)
-        export = otlp.decode_export(request.body, request.content_type, request.headers.get("Content-Encoding", ""))
+        body = request.body
+        data = otlp.decompressed(body, request.headers.get("Content-Encoding", ""))
+        # The bytes rate limit counts what the body unpacks to, not what it was sent as.
+        rate_limits.admit_unpacked(request.auth, len(body), len(data))
+        export = otlp.decode_export(data, request.content_type)
         spans = otlp.spans_of(export)
         stored = _store(request.auth.project, spans, actor(request))
     except RequestDataTooBig:

@@ -77,7 +77,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "sessions.middleware.ApiRequestSizeLimit",
-    "sessions.middleware.ImportSizeLimit",
+    "sessions.middleware.RequestBodyGate",  # process_view: before anything reads a form
     "sessions.middleware.RejectNulCharacters",
     "ctxweb.db_router.ReplicaReadsMiddleware",  # before the session and the user are read
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -278,7 +278,10 @@ CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST = env_int("CTXWEB_MAX_IMAGE_PARTS_PER_REQUEST
 # summaries, attribute and metadata keys and values), in characters.
 CTXWEB_MAX_TEXT_CHARS = env_int("CTXWEB_MAX_TEXT_CHARS", 1_000_000)
 # Levels of nesting in free-form JSON (metadata, attributes, tool call arguments given as objects); the
-# object itself is level 1. The JSON library serializes at most about 250 levels, hence the ceiling.
+# object itself is level 1. The JSON library serializes at most about 250 levels, hence the ceiling. A
+# whole JSON text from a client (an API or OTLP/JSON body, an OTLP attribute holding JSON, an imported
+# file or one of its lines) may nest 8 levels more, and is refused past that before it is parsed
+# (sessions.validation.Nesting); the deepest real file in tests/data nests 11.
 CTXWEB_MAX_JSON_DEPTH = env_int("CTXWEB_MAX_JSON_DEPTH", 32)
 if CTXWEB_MAX_TEXT_CHARS < 1:
     raise ImproperlyConfigured("CTXWEB_MAX_TEXT_CHARS must be at least 1")
@@ -292,9 +295,13 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
 CTXWEB_MAX_IMPORT_BYTES = env_int("CTXWEB_MAX_IMPORT_BYTES", 512 * 1024 * 1024)
 CTXWEB_IMPORT_DIR = Path(env_str("CTXWEB_IMPORT_DIR") or BASE_DIR / "var" / "imports")
 CTXWEB_IMPORT_STREAM_ABOVE = env_int("CTXWEB_IMPORT_STREAM_ABOVE", 1024 * 1024)
-# Messages per transaction when a streamed import stores a conversation (SQLite: other writers wait at most
+# Messages per transaction when an import stores a conversation (SQLite: other writers wait at most
 # for one such chunk).
 CTXWEB_IMPORT_CHUNK_MESSAGES = env_int("CTXWEB_IMPORT_CHUNK_MESSAGES", 500)
+# Bytes per such chunk (its messages' text, tool arguments and image data), whatever the format: a chunk
+# closes at either bound, and a message larger than this is a chunk of its own. Bounds what one import
+# transaction holds in memory and how long it holds the lock (sessions/importers/runner.py).
+CTXWEB_IMPORT_CHUNK_BYTES = env_int("CTXWEB_IMPORT_CHUNK_BYTES", 8 * 1024 * 1024)
 # A job whose worker is killed is put back in the queue by the worker's sweep once its lease
 # (CTXWEB_COMPACTION_LEASE_SECONDS, the same as compaction runs') has passed, up to this many attempts.
 CTXWEB_IMPORT_MAX_ATTEMPTS = env_int("CTXWEB_IMPORT_MAX_ATTEMPTS", 3)

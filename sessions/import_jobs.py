@@ -1,7 +1,12 @@
 """Dashboard imports as jobs: an upload is stored in CTXWEB_IMPORT_DIR, recorded as an ImportJob and
 imported by the task worker (`manage.py db_worker`) through the same streaming path as
 `manage.py import_transcripts` (sessions.importers.import_path). The job's counters are its progress
-while it runs and its result when it is done."""
+while it runs and its result when it is done.
+
+Progress is a small UPDATE of the job's row made between two chunks of the import (the runner calls
+`on_progress` only outside the transaction storing a chunk): written inside one, it would be seen only
+once that transaction commits, and the row lock it takes would hold up the heartbeat renewing the job's
+lease from another connection until then (tests/importers/test_import_chunks.py)."""
 
 import logging
 import time

@@ -1,11 +1,13 @@
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 
 # What a multipart upload adds to its files (boundaries, headers, the form's other fields), allowed on top of
-# CTXWEB_MAX_IMPORT_BYTES when the Content-Length is checked; the files themselves are counted exactly.
+# CTXWEB_MAX_IMPORT_BYTES (and of DATA_UPLOAD_MAX_MEMORY_SIZE) when the Content-Length is checked; the
+# files themselves are counted exactly. Also all a visitor who is not logged in may send (a log-in form).
 FORM_ALLOWANCE = 64 * 1024
 
 
@@ -63,27 +65,64 @@ class UploadLimit(FileUploadHandler):
         return None
 
 
-class ImportSizeLimit:
-    """The import page takes files up to CTXWEB_MAX_IMPORT_BYTES (not the API's CTXWEB_MAX_REQUEST_BYTES):
-    a larger Content-Length is refused with 413 before the body is read, and a body that turns out larger
-    while it streams in is refused too. Django spools large files to disk (FILE_UPLOAD_MAX_MEMORY_SIZE)."""
+def content_length(request) -> int | None:
+    """The request's Content-Length (0 without one), or None when it is not a size in bytes."""
+    try:
+        size = int(request.META.get("CONTENT_LENGTH") or "0")
+    except ValueError:
+        return None
+    return size if size >= 0 else None
+
+
+def has_own_body_limit(request) -> bool:
+    """The API and the OTLP receiver: authenticated by a key, their bodies bounded before they are read
+    (ApiRequestSizeLimit, ctxweb.otlp) and answered in their own formats."""
+    return request.path.startswith(("/api/", "/v1/"))
+
+
+class RequestBodyGate:
+    """No page reads a body it is going to refuse. From the headers alone: a Content-Length over the page's
+    limit is refused with 413 (the import page's is CTXWEB_MAX_IMPORT_BYTES and a form's FORM_ALLOWANCE, any
+    other page's DATA_UPLOAD_MAX_MEMORY_SIZE and the same allowance, the log-in pages' for a visitor not
+    logged in FORM_ALLOWANCE alone), and a body sent by a visitor who is not logged in goes to the log-in
+    page unread, except to the log-in and log-out pages themselves.
+
+    Django reads a form's body the first time request.POST is touched: by CsrfViewMiddleware's and
+    RejectNulCharacters' process_view, or the view. Ours runs before theirs (it comes first in
+    MIDDLEWARE) and after SessionMiddleware and AuthenticationMiddleware have found the user from the
+    session cookie, which reads no body. Then the import page's files are counted as they stream in, and
+    the upload stopped past CTXWEB_MAX_IMPORT_BYTES. The API and the OTLP receiver are left to their own
+    checks (has_own_body_limit)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.method == "POST" and request.path == reverse("import"):
-            limit = settings.CTXWEB_MAX_IMPORT_BYTES
-            try:
-                size = int(request.META.get("CONTENT_LENGTH") or "0")
-            except ValueError:
-                size = -1
-            if size < 0:
-                return HttpResponseBadRequest("Content-Length is not a size in bytes.",
-                                              content_type="text/plain; charset=utf-8")
-            if size > limit + FORM_ALLOWANCE:
-                return self.too_large(limit)
-            counter = UploadLimit(request, limit)
+        if has_own_body_limit(request):
+            return self.get_response(request)
+        size = content_length(request)
+        if size is None:
+            return HttpResponseBadRequest("Content-Length is not a size in bytes.",
+                                          content_type="text/plain; charset=utf-8")
+        if self.is_import(request):
+            if size > settings.CTXWEB_MAX_IMPORT_BYTES + FORM_ALLOWANCE:
+                return self.too_large_import()
+        elif size > self.form_limit():
+            return self.too_large(self.form_limit())
+        return self.get_response(request)
+
+    def process_view(self, request, view, args, kwargs):
+        if has_own_body_limit(request) or not content_length(request):
+            return None
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            if request.path not in self.anonymous_pages():
+                admin = request.path.startswith(reverse("admin:index"))
+                return redirect_to_login(request.get_full_path(), reverse("admin:login") if admin else None)
+            if content_length(request) > FORM_ALLOWANCE:
+                return self.too_large(FORM_ALLOWANCE)
+        if self.is_import(request):
+            counter = UploadLimit(request, settings.CTXWEB_MAX_IMPORT_BYTES)
             request.upload_handlers.insert(0, counter)
             try:
                 request.POST  # noqa: B018 -- parse now, through the counter
@@ -91,11 +130,29 @@ class ImportSizeLimit:
                 return HttpResponseBadRequest(f"The upload is not a valid form: {exc}",
                                               content_type="text/plain; charset=utf-8")
             if counter.too_large:
-                return self.too_large(limit)
-        return self.get_response(request)
+                return self.too_large_import()
+        return None
+
+    @staticmethod
+    def is_import(request) -> bool:
+        return request.method == "POST" and request.path == reverse("import")
+
+    @staticmethod
+    def anonymous_pages() -> set[str]:
+        return {reverse("login"), reverse("logout"), reverse("admin:login")}
+
+    @staticmethod
+    def form_limit() -> int:
+        return (settings.DATA_UPLOAD_MAX_MEMORY_SIZE or settings.CTXWEB_MAX_REQUEST_BYTES) + FORM_ALLOWANCE
 
     @staticmethod
     def too_large(limit: int) -> HttpResponse:
+        return HttpResponse(f"The request body is larger than this page takes ({limit:,} bytes).", status=413,
+                            content_type="text/plain; charset=utf-8")
+
+    @staticmethod
+    def too_large_import() -> HttpResponse:
+        limit = settings.CTXWEB_MAX_IMPORT_BYTES
         return HttpResponse(f"The upload is larger than the import limit of {limit:,} bytes "
                             f"(CTXWEB_MAX_IMPORT_BYTES).", status=413, content_type="text/plain; charset=utf-8")
 
@@ -112,21 +169,27 @@ class RejectNulCharacters:
         self.get_response = get_response
 
     def __call__(self, request):
-        if self._has_nul(request):
-            if request.path.startswith("/api/"):
-                return JsonResponse({"detail": self.DETAIL, "code": "invalid_field"}, status=422)
-            return HttpResponseBadRequest(self.DETAIL, content_type="text/plain; charset=utf-8")
+        if "\x00" in request.path or self._has_nul(request.GET):
+            return self.refuse(request)
         return self.get_response(request)
 
+    def process_view(self, request, view, args, kwargs):
+        """A submitted form is read here, after RequestBodyGate allowed its body; never the body of the
+        API or the OTLP receiver, which parse their own."""
+        if (request.method == "POST" and not has_own_body_limit(request)
+                and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data")
+                and self._has_nul(request.POST)):
+            return self.refuse(request)
+        return None
+
+    def refuse(self, request) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": self.DETAIL, "code": "invalid_field"}, status=422)
+        return HttpResponseBadRequest(self.DETAIL, content_type="text/plain; charset=utf-8")
+
     @staticmethod
-    def _has_nul(request) -> bool:
-        if "\x00" in request.path:
-            return True
-        fields = [request.GET]
-        if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-            fields.append(request.POST)
-        return any("\x00" in key or any("\x00" in value for value in values)
-                   for query in fields for key, values in query.lists())
+    def _has_nul(query) -> bool:
+        return any("\x00" in key or any("\x00" in value for value in values) for key, values in query.lists())
 
 
 class ContentSecurityPolicy:

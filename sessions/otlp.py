@@ -35,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from .errors import DomainError, TooLarge
 from .models import SESSION_KEY_RE
 from .recorded_requests import CapturedRequest
+from .validation import nested_too_deep, too_deep
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -49,6 +50,7 @@ GENAI_MESSAGE_EVENTS = {
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 MAX_COUNT = 2**63 - 1  # what a PositiveBigIntegerField holds
 MAX_ERRORS_SHOWN = 3  # distinct reasons listed in partial_success.error_message
+INFLATE_STEP = 1024 * 1024  # bytes of a compressed body read, and of its output made, at a time
 
 
 class UnsupportedMediaType(DomainError):
@@ -76,9 +78,10 @@ def check_content_type(content_type: str) -> str:
     return kind
 
 
-def decompressed(body: bytes, content_encoding: str) -> bytes:
-    """The body without its Content-Encoding (gzip, deflate or none), never larger than CTXWEB_MAX_REQUEST_BYTES:
-    a small gzip body that unpacks to gigabytes is refused after the limit, not unpacked."""
+def decompressed(body: bytes, content_encoding: str) -> bytes | bytearray:
+    """The body without its Content-Encoding (gzip, deflate or none), never larger than
+    CTXWEB_MAX_REQUEST_BYTES: a small gzip body that unpacks to gigabytes is refused once it has unpacked
+    past the limit, having held at most the limit and one step (INFLATE_STEP) of output."""
     encoding = (content_encoding or "").strip().lower()
     if encoding in ("", "identity"):
         return body
@@ -86,13 +89,24 @@ def decompressed(body: bytes, content_encoding: str) -> bytes:
         raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none.")
     limit = settings.CTXWEB_MAX_REQUEST_BYTES
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+    data = bytearray()
     try:
-        data = inflater.decompress(body, limit + 1)
+        for start in range(0, len(body), INFLATE_STEP):
+            pending = body[start:start + INFLATE_STEP]
+            while True:
+                room = min(INFLATE_STEP, limit + 1 - len(data))
+                piece = inflater.decompress(pending, room)
+                data += piece
+                if len(data) > limit:
+                    raise TooLarge(f"The body unpacks to more than {limit} bytes (CTXWEB_MAX_REQUEST_BYTES).",
+                                   code="request_too_large")
+                pending = inflater.unconsumed_tail
+                if not pending and len(piece) < room:  # else zlib may hold more output of what it read
+                    break
+            if inflater.eof:
+                break
     except zlib.error:
         raise DomainError(f"The body is not valid {encoding}.", code="invalid_encoding", status=400) from None
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise TooLarge(f"The body unpacks to more than {limit} bytes (CTXWEB_MAX_REQUEST_BYTES).",
-                       code="request_too_large")
     if not inflater.eof:
         raise DomainError(f"The {encoding} body is truncated.", code="invalid_encoding", status=400)
     return data
@@ -229,8 +243,18 @@ def _text(value, what: str) -> str:
     return value
 
 
+def _loads(text: str):
+    """JSON an attribute holds as text: ValueError when it is not JSON, or when it nests past the limit
+    (found before json.loads would recurse into it)."""
+    if nested_too_deep(text):
+        raise ValueError(too_deep("the text"))
+    return json.loads(text)
+
+
 def _json(value, what: str):
     if isinstance(value, str):
+        if nested_too_deep(value):
+            raise MalformedSpan(too_deep(what))
         try:
             return json.loads(value)
         except ValueError:
@@ -345,7 +369,7 @@ def openinference_request(attrs: dict) -> dict:
     invocation = attrs.get("llm.invocation_parameters")
     if isinstance(invocation, str):
         try:
-            parsed = json.loads(invocation)
+            parsed = _loads(invocation)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):
@@ -354,7 +378,7 @@ def openinference_request(attrs: dict) -> dict:
     for key, value in attrs.items():
         if match := re.match(r"^llm\.tools\.(\d+)\.tool\.json_schema$", key):
             try:
-                tools[int(match.group(1))] = json.loads(value) if isinstance(value, str) else value
+                tools[int(match.group(1))] = _loads(value) if isinstance(value, str) else value
             except ValueError:
                 pass
     if tools:

@@ -1,8 +1,8 @@
 """Rate limits per API key: two token buckets, each holding a minute's worth and refilled continuously,
 one of requests (CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE) and one of bytes of request bodies
 (CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE), which is what token counting and storing cost grows with. A
-request takes one from the first and its body's size from the second; when either has too little, it is
-refused with 429 and Retry-After, and takes nothing.
+request takes one from the first and its body's size from the second (a compressed body, what it unpacks
+to: admit_unpacked); when either has too little, it is refused with 429 and Retry-After, and takes nothing.
 
 Each bucket is stored on the key's row as the moment it is full again (the generic cell rate algorithm),
 so admitting a request is one conditional UPDATE of that row, in every web process alike: the database
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 from django.db.models import Case, F, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from .errors import DomainError
@@ -148,13 +149,50 @@ def _admit(key: ApiKey, body_bytes: int) -> DomainError | None:
         admitted = cursor.rowcount
     if admitted:
         return None
+    return _refused(key, now, costs)
+
+
+def admit_unpacked(key: ApiKey, sent: int, unpacked: int) -> None:
+    """A body sent compressed (an OTLP export with a Content-Encoding) costs what it unpacks to: once that
+    is known, the bytes beyond the `sent` ones `admit` took are taken from the key's bytes bucket the same
+    way, so that the request has taken what `admit` would have taken for its unpacked size; or RateLimited
+    (429, Retry-After) before anything is stored."""
+    if unpacked <= sent:
+        return
+    with unflushed():
+        refusal = _admit_unpacked(key, sent, unpacked)
+    if refusal is not None:
+        raise refusal
+
+
+def _admit_unpacked(key: ApiKey, sent: int, unpacked: int) -> DomainError | None:
+    now = time.time()
+    bucket = next(b for b in buckets() if b.field == "bytes_refilled_at")
+    counted = _window(now, usage_bytes=unpacked - sent)
+    if bucket.per_minute <= 0:
+        ApiKey.objects.filter(pk=key.pk).update(**counted)
+        return None
+    cost = bucket.cost(unpacked) - bucket.cost(sent)
+    # As in admission_sql: room when the bucket, moved on by the cost, is full again within a minute.
+    admitted = ApiKey.objects.filter(pk=key.pk, bytes_refilled_at__lte=now + MINUTE - cost).update(
+        bytes_refilled_at=Greatest(F("bytes_refilled_at"), Value(now)) + cost, **counted,
+    )
+    if admitted:
+        return None
+    return _refused(key, now, {bucket.field: cost})
+
+
+def _refused(key: ApiKey, now: float, costs: dict[str, float]) -> DomainError | None:
+    """A request refused for want of room in the buckets of `costs` (each field's seconds of refill it
+    needs), counted in the key's figures: RateLimited, with how long until every one of them has room."""
     ApiKey.objects.filter(pk=key.pk).update(
         **_window(now, usage_requests=0, usage_bytes=0, usage_throttled=1), throttled_total=F("throttled_total") + 1,
     )
     state = ApiKey.objects.filter(pk=key.pk).values(*(b.field for b in buckets())).first()
     if state is None:  # deleted since it was authenticated
         return DomainError("The API key is not valid.", code="invalid_api_key", status=401)
-    waits = [(max(state[b.field], now) + b.cost(amounts[b.field]) - MINUTE - now, b) for b in limited]
+    waits = [(max(state[b.field], now) + costs[b.field] - MINUTE - now, b)
+             for b in buckets() if b.per_minute > 0 and b.field in costs]
     if not waits:  # the limits were turned off meanwhile
         return None
     wait, bucket = max(waits, key=lambda pair: pair[0])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from sessions.models import Role
+from sessions.validation import nested_too_deep, too_deep
 
 KEY_CHARS = re.compile(r"[^A-Za-z0-9._:@-]+")
 MAX_KEY = 200
@@ -152,7 +153,9 @@ def finish_content(parts: list[dict]):
 
 def json_line(line: bytes, number: int, first: bool):
     """One line of JSON Lines as its value; `number` names the line in an error, the `first` may start
-    with a byte order mark."""
+    with a byte order mark. A line nested too deep is refused before it is parsed."""
+    if nested_too_deep(line):
+        raise TranscriptError(too_deep(f"line {number}"))
     try:
         return json.loads(line.decode("utf-8-sig" if first else "utf-8"))
     except UnicodeDecodeError as exc:

@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import BinaryIO
 
+from sessions.validation import nested_too_deep
+
 from .anthropic import AssistantMessage, user_messages
 from .base import (
     ImportedCheckpoint,
@@ -344,6 +346,8 @@ def _digest(text: str) -> bytes:
 def _task_call(call: dict) -> tuple[str, dict] | None:
     """A tool call that starts a sub-agent (its arguments hold a `prompt`): the prompt, and the call."""
     try:
+        if nested_too_deep(call["arguments"]):  # not a prompt, and json.loads would recurse into it
+            return None
         arguments = json.loads(call["arguments"])
     except (TypeError, ValueError):
         return None

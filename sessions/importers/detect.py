@@ -15,6 +15,8 @@ a `response`, or `request` / `request_params`).
 import json
 from dataclasses import dataclass, field
 
+from sessions.validation import nested_too_deep, too_deep
+
 from . import anthropic, claude_code, codex, ctxweb_export, openai, openai_responses, request_log, swe_agent
 from .base import Parsed, Source, TranscriptError
 
@@ -41,6 +43,8 @@ def load(name: str, data: bytes) -> tuple[object, bool]:
         raise TranscriptError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not text.strip():
         raise TranscriptError("the file is empty")
+    if nested_too_deep(data):
+        raise TranscriptError(too_deep("the file"))
     json_error = None
     if not name.lower().endswith((".jsonl", ".ndjson")):
         try:

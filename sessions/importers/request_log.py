@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from sessions.recorded_requests import CapturedRequest
+from sessions.validation import nested_too_deep, too_deep
 
 from .base import MAX_KEY, Source, TranscriptError, safe_key, shorten
 
@@ -75,6 +76,8 @@ def _lines(name: str, data: bytes) -> list[tuple[int, str, object]]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if nested_too_deep(data):
+        raise TranscriptError(too_deep("the file"))
     stripped = text.lstrip()
     if stripped.startswith("[") and not name.lower().endswith((".jsonl", ".ndjson")):
         try:

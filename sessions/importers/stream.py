@@ -9,24 +9,28 @@ again by their offsets (sessions.importers.claude_code.StreamedLog). The others 
 ctxweb exports, Responses items) need the whole file to pair their entries, so `open_stream` answers None
 and the runner reads them whole.
 
-The format is recognised from the first SAMPLE entries (or, when they are none of a known format, from the
-first Claude Code entry after them). A later entry of another format fails the file when it is read, with
+The format is recognised from the first SAMPLE entries, fewer when they pass CTXWEB_IMPORT_CHUNK_BYTES (a
+file of large messages is held one chunk at a time here too), or, when they are none of a known format,
+from the first Claude Code entry after them. A later entry of another format fails the file when it is read, with
 the reason, like every other format mismatch.
 """
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
 import ijson
+from django.conf import settings
+
+from sessions.validation import Nesting, too_deep
 
 from . import anthropic, claude_code, openai
 from .base import ImportedSession, Source, StreamedConversation, TranscriptError, numbered_lines, text_of
 from .detect import FORMATS, MESSAGE_LISTS, _is_message, chat_session, detect, record_conversation
 
 SAMPLE = 100
+READ_SIZE = 64 * 1024  # what the depth check holds of a file at once
 CHAT_FORMATS = (openai.FORMAT, anthropic.FORMAT)
 STREAMED_FORMATS = (*CHAT_FORMATS, claude_code.FORMAT)
 
@@ -99,9 +103,43 @@ class StreamedFile:
             yield converted
 
 
+def message_bytes(value) -> int:
+    """What a message (any JSON value) weighs, about its size as JSON: the UTF-8 length of its strings
+    (text, tool arguments, image data), a few bytes for anything else, counted without serialising it."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode())
+    if isinstance(value, dict):
+        return sum(len(name) + message_bytes(item) for name, item in value.items())
+    if isinstance(value, list | tuple):
+        return sum(message_bytes(item) for item in value)
+    return 8
+
+
+def _first(values: Iterator) -> list:
+    """The first SAMPLE values, fewer once they weigh CTXWEB_IMPORT_CHUNK_BYTES (one at least): a hundred
+    one-megabyte messages are not held to recognise a format."""
+    sample, weight = [], 0
+    for value in values:
+        sample.append(value)
+        weight += message_bytes(value)
+        if len(sample) >= SAMPLE or weight >= settings.CTXWEB_IMPORT_CHUNK_BYTES:
+            break
+    return sample
+
+
 def _lines(file: BinaryIO) -> Iterator:
     for _, value in numbered_lines(file):
         yield value
+
+
+def _check_nesting(file: BinaryIO) -> None:
+    """The file read through once, a piece at a time, before any parser sees it: nested past the limit, it
+    is refused (ijson builds, for each event, a path as long as the nesting: a 6 MB file of "[" took 16 GB)."""
+    file.seek(0)
+    nesting = Nesting()
+    while piece := file.read(READ_SIZE):
+        if nesting.over(piece):
+            raise TranscriptError(too_deep("the file"))
 
 
 def _is_jsonl(name: str, file: BinaryIO) -> bool:
@@ -167,17 +205,17 @@ def _object_fields(file: BinaryIO, skip: tuple[str, ...]) -> dict:
 
 
 def _sample(file: BinaryIO, jsonl: bool, top: bytes) -> tuple[object, str | None]:
-    """The first SAMPLE entries as a JSON value the format detection understands, and, for an object,
+    """The first entries (_first) as a JSON value the format detection understands, and, for an object,
     the name of its message list."""
     file.seek(0)
     if jsonl:
-        return list(islice(_lines(file), SAMPLE)), None
+        return _first(_lines(file)), None
     if top == b"[":
-        return list(islice(ijson.items(file, "item", use_float=True), SAMPLE)), None
+        return _first(ijson.items(file, "item", use_float=True)), None
     fields = _object_fields(file, MESSAGE_LISTS)
     for name in MESSAGE_LISTS:
         file.seek(0)
-        items = list(islice(ijson.items(file, f"{name}.item", use_float=True), SAMPLE))
+        items = _first(ijson.items(file, f"{name}.item", use_float=True))
         if items:
             return {**fields, name: items}, name
     raise TranscriptError("a JSON object needs a `messages` (or `traj`) list")
@@ -196,6 +234,7 @@ def open_stream(path: Path, file: BinaryIO, name: str, fmt: str = "auto", key_pr
         raise TranscriptError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt != "auto" and fmt not in STREAMED_FORMATS:
         return None
+    _check_nesting(file)
     jsonl = _is_jsonl(name, file)
     if fmt == claude_code.FORMAT and not jsonl:
         return None  # a Claude Code log streams as JSON Lines only

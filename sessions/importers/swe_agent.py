@@ -37,6 +37,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from sessions.recorded_requests import CapturedRequest
+from sessions.validation import nested_too_deep, too_deep
 
 from . import openai
 from .base import ImportedSession, Parsed, Source, TranscriptError, safe_key, text_of
@@ -162,6 +163,8 @@ def declared_processors(value: dict) -> list[dict]:
     """The history processors the trajectory's replay_config declares (a JSON text or an object)."""
     config = value.get("replay_config")
     if isinstance(config, str):
+        if nested_too_deep(config):
+            raise TranscriptError(too_deep("replay_config"))
         try:
             config = json.loads(config)
         except ValueError:
