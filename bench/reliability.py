@@ -12,16 +12,22 @@ postgres://postgres@127.0.0.1:5432/postgres):
   while automatic and requested compactions run. Afterwards: nothing lost or duplicated, seqs
   gapless and in each writer's order, every COMPACTION_STARTED closed by exactly one terminal event,
   no two checkpoints extending the same base, stored model-input figures equal to a full rebuild.
+- hostile: 8 other tenants' applications append and fetch their model input through gunicorn with 4
+  workers and 2 task workers, first alone, then while one member of another project sends every hostile
+  input of security issue 37 (bench/hostile.py). Every tenant's p99 stays under a second, and nobody
+  gets a 5xx.
 
 Every run is bounded in time. Progress goes to stderr; the figures, the checks and a line of JSON go
 to stdout. A failed check makes the exit status non-zero.
 """
 
 import argparse
+import gzip
 import multiprocessing
 import os
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -37,7 +43,7 @@ from bench.writers import append_until_acknowledged, batch, load_writer, new_log
 from tests.openai_stub import OpenAIStub
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"
-SCENARIOS = ("kill", "load", "backlog")
+SCENARIOS = ("kill", "load", "backlog", "hostile")
 TERMINAL = {"COMPACTION_COMPLETED", "COMPACTION_SKIPPED", "COMPACTION_FAILED"}
 
 
@@ -396,6 +402,109 @@ class Run:
               f"no automatic compaction completed: {dict(terminals)}")
         check("load: requested compactions ran", any(k.startswith("request ") for k in terminals),
               f"no requested compaction: {dict(terminals)}")
+
+
+    # --- hostile ---------------------------------------------------------------------------------
+
+    def hostile(self) -> None:
+        """Other tenants' p99 while one member sends every hostile input of issue 37 (bench/hostile.py)."""
+        from django.contrib.auth import get_user_model
+
+        from bench.hostile import ATTACKER_PASSWORD, BACKTRACKING, attack, tenant
+        from sessions.api_keys import create_api_key
+        from sessions.append import append_messages
+        from sessions.models import ImportJob, Membership, Project
+        from tests.otlp.spans import export, openinference, span
+
+        seconds = 60 if self.quick else 180
+        attacker = Project.objects.get_or_create(name="hostile")[0]
+        _, attacker_key = create_api_key(attacker, "hostile")
+        member = get_user_model().objects.create_user("hostile-member", password=ATTACKER_PASSWORD)
+        Membership.objects.create(user=member, project=attacker, role=Membership.Role.EDITOR)
+        for key in ("bait", "bait-0", "bait-1", "bait-2", "bait-3"):
+            append_messages(attacker, key, [
+                {"role": "user", "content": BACKTRACKING}, {"role": "assistant", "content": "a" * 100_000},
+                {"role": "user", "content": "and now?"}, {"role": "assistant", "content": "done"}], "setup")
+        append_messages(attacker, "live", [{"role": "user", "content": "the application's own session"}], "setup")
+        keys = []
+        for w in range(8):
+            tenant_project = Project.objects.get_or_create(name=f"tenant-{w}")[0]
+            keys.append(create_api_key(tenant_project, "app")[1])
+        same = {"role": "user", "content": "the same question"}
+        flood = gzip.compress(export(span(openinference([same] * 30_000, [{"role": "assistant", "content": "ok"}],
+                                                        session="flood"))).SerializeToString())
+        # The server as deployed: its static files collected (the dashboard's pages need their manifest
+        # with DEBUG off), the API keys' rate limits and the dashboard's at their defaults.
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+                       cwd=Path(__file__).resolve().parent.parent, check=True,
+                       env={**os.environ, "DEBUG": "0", "SECRET_KEY": "collectstatic-only-" + "x" * 40})
+        server = Server(self.database_url, 4, self.tmp / "gunicorn-hostile.log", task_workers=2, env={
+            "CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE": "1200", "CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE": "20000000"})
+        server.start(self.secret)
+        context = multiprocessing.get_context("spawn")
+        phases = {}
+        try:
+            for phase in ("alone", "under attack"):
+                progress(f"hostile: 8 tenants for {seconds} s, {phase}")
+                start = context.Barrier(9)
+                results = context.Queue()
+                processes = [context.Process(target=tenant, args=(w, server.port, keys[w], seconds, start, results))
+                             for w in range(8)]
+                for process in processes:
+                    process.start()
+                start.wait()
+                answers = None
+                if phase == "under attack":
+                    time.sleep(3)
+                    answers = attack(server.port, attacker_key, "hostile", "bait", "live", flood, member.username)
+                logs = [results.get(timeout=seconds + 300) for _ in processes]
+                for process in processes:
+                    process.join(timeout=30)
+                phases[phase] = (logs, answers)
+            deadline = time.monotonic() + 300
+            while ImportJob.objects.exclude(state__in=["completed", "failed"]).exists() and time.monotonic() < deadline:
+                time.sleep(1)
+        finally:
+            server.stop()
+
+        check = self.report.check
+        for phase, (logs, answers) in phases.items():
+            latencies = [s for log in logs for s in log["latencies"]]
+            statuses = Counter()
+            for log in logs:
+                statuses.update({int(k): v for k, v in log["statuses"].items()})
+            p99 = percentile(latencies, 99)
+            self.report.figure(f"hostile ({phase}): tenants' calls", "calls", [len(latencies)])
+            self.report.figure(f"hostile ({phase}): tenants' latency p50", "ms", [statistics.median(latencies) * 1000])
+            self.report.figure(f"hostile ({phase}): tenants' latency p99", "ms", [p99 * 1000])
+            self.report.figure(f"hostile ({phase}): tenants' latency max", "ms", [max(latencies) * 1000])
+            check(f"hostile ({phase}): every tenant's p99 under 1 s",
+                  all(percentile(log["latencies"], 99) < 1.0 for log in logs),
+                  ", ".join(f"tenant {log['writer']}: {percentile(log['latencies'], 99) * 1000:.0f} ms" for log in logs))
+            check(f"hostile ({phase}): no 5xx for the tenants", all(s < 500 for s in statuses),
+                  f"statuses {dict(statuses)}")
+            if answers is not None:
+                for kind, got in answers.items():
+                    self.report.figure(f"hostile: {kind}", "answers", [len(got)],
+                                       note=", ".join(f"{s}x{n}" for s, n in sorted(Counter(got).items())))
+                check("hostile: no 5xx for the member's hostile inputs",
+                      all(s < 500 for got in answers.values() for s in got),
+                      "; ".join(f"{k}: {sorted(set(v))}" for k, v in answers.items() if any(s >= 500 for s in v)))
+                check("hostile: the anonymous upload refused from its headers",
+                      all(s in (302, 403, 413) for s in answers.get("anonymous 200 MB upload", [0])),
+                      f"{answers.get('anonymous 200 MB upload')}")
+                check("hostile: the gzip bomb refused", answers.get("OTLP gzip bomb (512 MiB of zeros)") == [413],
+                      f"{answers.get('OTLP gzip bomb (512 MiB of zeros)')}")
+        jobs = {job.file_name: job for job in ImportJob.objects.filter(project__name="hostile")}
+        check("hostile: the nested brackets import failed with a sentence",
+              "nested.json" in jobs and jobs["nested.json"].state == "failed" and "levels deep" in jobs["nested.json"].error,
+              f"{jobs.get('nested.json') and (jobs['nested.json'].state, jobs['nested.json'].error[:200])}")
+        check("hostile: the forged request log wrote nothing into the live session",
+              "forged.jsonl" in jobs and jobs["forged.jsonl"].state == "failed"
+              and Project.objects.get(name="hostile").sessions.get(key="live").message_count == 1,
+              f"{jobs.get('forged.jsonl') and (jobs['forged.jsonl'].state, jobs['forged.jsonl'].error[:200])}")
+        check("hostile: the large import completed", "big.json" in jobs and jobs["big.json"].state == "completed",
+              f"{jobs.get('big.json') and (jobs['big.json'].state, jobs['big.json'].error[:200])}")
 
 
 def main(argv=None) -> int:
