@@ -61,6 +61,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 # Benchmarks (SPEC §8) on their own database: SQLite in a temporary directory, or ctxweb_bench on the
 # PostgreSQL server of DATABASE_URL. Prints a table and a line of JSON; fails only on wrong results.

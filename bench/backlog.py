@@ -72,8 +72,8 @@ def work_off(project, secret: str, key: str, server: Server, *, max_tokens: int,
     through `server`; after `lead` seconds, turn automatic compaction on; wait until the worker has
     brought the model input under `max_tokens` and no run is left (at most `seconds`), then stop the
     stream."""
+    from sessions.ingest.session_store import update_session
     from sessions.models import CompactionRun, Session
-    from sessions.session_store import update_session
 
     session = Session.objects.filter(project=project, key=key)
     runs = CompactionRun.objects.filter(session__in=session)

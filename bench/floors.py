@@ -21,8 +21,8 @@ from django.db import connection
 
 from bench.report import percentile, progress
 from sessions.models import Message, Session
-from sessions.tokens import encoding
-from sessions.validation import parse_message
+from sessions.wire.tokens import encoding
+from sessions.wire.validation import parse_message
 
 BULK_BATCH = 500
 TURN = 4  # messages a model call appends

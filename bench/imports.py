@@ -80,7 +80,7 @@ def main(path: str, project_name: str) -> None:
     django.setup()
     from django.conf import settings
 
-    from sessions.importers import import_path
+    from sessions.ingest.importers import import_path
     from sessions.models import Project
 
     settings.DEBUG = False

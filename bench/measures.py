@@ -25,13 +25,14 @@ from django.utils import timezone
 
 from bench.client import Server, append_client, call
 from bench.report import Report, percentile, progress
-from sessions.api_keys import create_api_key
-from sessions.compaction import RunBudget, plan_compaction, resolve_settings
-from sessions.model_input import build_model_input, refresh_input_tokens, summary_message_tokens
+from sessions.access.api_keys import create_api_key
+from sessions.context.compaction import RunBudget, plan_compaction, resolve_settings
+from sessions.context.figures import refresh_input_tokens
+from sessions.context.model_input import build_model_input, summary_message_tokens
 from sessions.models import Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
-from sessions.search import SearchFilters, search_messages
-from sessions.tokens import count_message, encoding
-from sessions.validation import NewMessage, message_digest, parse_message
+from sessions.store.search import SearchFilters, search_messages
+from sessions.wire.tokens import count_message, encoding
+from sessions.wire.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
 MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "search", "plan",
@@ -205,7 +206,7 @@ class Corpus:
 
 
 def message_row(session: Session, seq: int, new: NewMessage, *, call_seq=None, created_at=None, **changes) -> Message:
-    """The Message row the app stores for a parsed message (sessions/append.py does the same)."""
+    """The Message row the app stores for a parsed message (sessions/ingest/append.py does the same)."""
     fields = {
         "content": new.content, "text": new.text, "has_content": new.has_content, "tool_calls": new.tool_calls,
         "call_ids": new.call_ids, "tool_call_id": new.tool_call_id, "tokens": new.tokens,

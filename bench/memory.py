@@ -5,7 +5,7 @@ Builds, in a temporary SQLite database, one session of N messages of M character
 its own (a fresh interpreter with Django set up, logged in, one warm-up request on a small session) and
 prints that process's peak RSS (getrusage of the child), its RSS before the request, the response's
 bytes and the time it took. A streamed response is read chunk by chunk and thrown away, as a client
-downloading it would. Nothing is timed against a limit: the figures are for the README's table.
+downloading it would. Nothing is timed against a limit: the figures are for the table of docs/security.md.
 With --max-growth-mb N (CI runs `make memory-quick`, which gives 40) a request whose peak RSS grows
 more than N MB above its RSS before the request, or that does not answer 200, fails the run: before
 issue 16 the quick session's exports grew by about 180 MB.
@@ -59,8 +59,8 @@ def build(db: Path, messages: int, chars: int) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from sessions.api_keys import create_api_key
-    from sessions.append import append_messages
+    from sessions.access.api_keys import create_api_key
+    from sessions.ingest.append import append_messages
     from sessions.models import Membership, Project
 
     call_command("migrate", verbosity=0)

@@ -54,7 +54,7 @@ def percentile(samples: list[float], p: float) -> float:
 
 class Run:
     def __init__(self, report: Report, *, quick: bool, database_url: str, tmp: Path):
-        from sessions.api_keys import create_api_key
+        from sessions.access.api_keys import create_api_key
         from sessions.models import Project
 
         self.report = report
@@ -89,7 +89,7 @@ class Run:
         return len(rows)
 
     def check_model_input_figures(self, scenario: str, key: str) -> None:
-        from sessions.model_input import build_model_input
+        from sessions.context.model_input import build_model_input
         from sessions.models import Session
 
         session = Session.objects.select_related("project").get(project=self.project, key=key)
@@ -150,8 +150,8 @@ class Run:
         turned on afterwards, against gunicorn with its default 30 s worker timeout. Appends go on while
         the worker compacts the backlog: every one is answered promptly, none with a 5xx, and the model
         input ends under max_tokens."""
-        from sessions.append import append_messages
-        from sessions.session_store import update_session
+        from sessions.ingest.append import append_messages
+        from sessions.ingest.session_store import update_session
 
         key, messages, per_batch = "backlog", (6_000 if self.quick else 60_000), 500
         max_tokens = 20_000
@@ -184,9 +184,9 @@ class Run:
         closed."""
         from django.conf import settings
 
-        from sessions.compaction import compact
+        from sessions.context.compaction import compact
+        from sessions.ingest.session_store import update_session
         from sessions.models import Event, Session
-        from sessions.session_store import update_session
 
         writers, batches, kills = (3, 12, 4) if self.quick else (4, 60, 20)
         progress(f"kill: {writers} writers x {batches} batches of 10-300 messages, {kills} SIGKILLs of gunicorn")
@@ -329,7 +329,7 @@ class Run:
 
     def load(self) -> None:
         """8 writer processes, shared and separate sessions, automatic and requested compactions."""
-        from sessions.session_store import update_session
+        from sessions.ingest.session_store import update_session
 
         writers, batches, seconds = (8, 25, 240) if self.quick else (8, 400, 900)
         shared = ["shared-0", "shared-1"]
@@ -411,8 +411,8 @@ class Run:
         from django.contrib.auth import get_user_model
 
         from bench.hostile import ATTACKER_PASSWORD, BACKTRACKING, attack, tenant
-        from sessions.api_keys import create_api_key
-        from sessions.append import append_messages
+        from sessions.access.api_keys import create_api_key
+        from sessions.ingest.append import append_messages
         from sessions.models import ImportJob, Membership, Project
         from tests.otlp.spans import export, openinference, span
 

@@ -10,12 +10,13 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
-from sessions import rate_limits, throttle
-from sessions.api import router as sessions_router
-from sessions.api_keys import AuthError, authenticate, keys_with_prefix, secret_prefix
+from sessions.access import rate_limits, throttle
+from sessions.access.api_keys import AuthError, authenticate, keys_with_prefix, secret_prefix
 from sessions.errors import DomainError
-from sessions.schemas import UNION_TAGS
-from sessions.validation import field_path, load_json_body, plain_message
+from sessions.http.api import router as sessions_router
+from sessions.wire.ctxweb import UNION_TAGS
+from sessions.wire.json_body import load_json_body
+from sessions.wire.validation import field_path, plain_message
 
 LIMIT_CODES = {"text_too_long", "json_too_deep", "image_too_large"}
 
@@ -55,14 +56,23 @@ class ApiKeyAuth(HttpBearer):
 
 
 class JsonBodyParser(Parser):
-    """Request bodies are strict JSON (sessions.validation.load_json_body). ninja turns any error of
+    """Request bodies are strict JSON (sessions.wire.json_body.load_json_body). ninja turns any error of
     the parser into a 400; on_http_error below gives the client the parser's own error instead."""
 
     def parse_body(self, request):
         return load_json_body(request.body)
 
 
-api = NinjaAPI(
+class CtxwebApi(NinjaAPI):
+    """The API's operation ids name the operation alone (`sessions_api_<view>`), as they did when every
+    operation lived in one module: they are public (OpenAPI links, generated clients), so where a view
+    lives in sessions/http/ does not change them."""
+
+    def get_openapi_operation_id(self, operation) -> str:
+        return f"sessions_api_{operation.view_func.__name__}"
+
+
+api = CtxwebApi(
     title="ctxweb API",
     version="1",
     description="What did the model actually see? Append messages, fetch the model input, compact, read events.",
@@ -96,7 +106,7 @@ def on_too_many_requests(request, exc: throttle.TooManyAuthFailures | rate_limit
 @api.exception_handler(ValidationError)
 def on_validation_error(request, exc: ValidationError):
     """A body, path or query value that does not fit its schema: the same plain words and limit codes
-    (text_too_long, json_too_deep) as sessions.validation gives everywhere else; invalid_request
+    (text_too_long, json_too_deep) as sessions.wire.validation gives everywhere else; invalid_request
     otherwise."""
     errors = []
     for e in exc.errors:

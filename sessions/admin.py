@@ -10,14 +10,14 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
-from .errors import DomainError
-from .events import actor
-from .models import AuthFailure, Checkpoint, Event, Message, Project, Session, Tag
-from .notes import set_tags
-from .schemas import CompactionSettingsIn
-from .session_store import clean_session_fields, update_session
-from .summarizers import SUMMARIZERS
-from .validation import check_text, validated
+from sessions.context.summarizers import SUMMARIZERS
+from sessions.errors import DomainError
+from sessions.http.schemas import CompactionSettingsIn
+from sessions.ingest.session_store import clean_session_fields, update_session
+from sessions.models import AuthFailure, Checkpoint, Event, Message, Project, Session, Tag
+from sessions.store.events import actor
+from sessions.store.notes import set_tags
+from sessions.wire.validation import check_text, validated
 
 # Model field -> the key of update_session's `compaction` object.
 COMPACTION_FIELDS = {"max_tokens": "max_tokens", "keep_recent_tokens": "keep_recent_tokens",

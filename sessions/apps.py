@@ -9,4 +9,4 @@ class SessionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks, throttle  # noqa: F401  (registers system checks; counts failed log-ins)
+        from sessions.access import throttle  # noqa: F401  (registers system checks; counts failed log-ins

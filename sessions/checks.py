@@ -4,8 +4,8 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
-from .summarizers import SUMMARIZERS
-from .tokens import load_encoding
+from sessions.context.summarizers import SUMMARIZERS
+from sessions.wire.tokens import load_encoding
 
 
 @register()
@@ -43,7 +43,7 @@ def check_compaction_defaults(app_configs, **kwargs):
 
 @register()
 def check_auth_failure_limits(app_configs, **kwargs):
-    from .throttle import parse_networks
+    from sessions.access.throttle import parse_networks
 
     errors = (
         _at_least("CTXWEB_AUTH_FAILURE_LIMIT", 1, "ctxweb.E010")

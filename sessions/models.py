@@ -88,7 +88,7 @@ class Session(models.Model):
     raw_tokens = models.PositiveBigIntegerField(default=0)
     # The model input as built now: its size, how many stored messages it holds, what it leaves out
     # for validity (Omission.as_dict() items), and where the latest checkpoint ends. Kept up to date by
-    # sessions.model_input on every change, so pages and lists never lay the whole log out.
+    # sessions.context.model_input on every change, so pages and lists never lay the whole log out.
     input_tokens = models.PositiveBigIntegerField(default=0)
     input_messages = models.PositiveIntegerField(default=0)
     input_left_out = models.JSONField(default=list, blank=True)
@@ -96,7 +96,7 @@ class Session(models.Model):
     checkpoint_count = models.PositiveIntegerField(default=0)
     failed_compactions = models.PositiveIntegerField(default=0)
     tags = models.ManyToManyField("Tag", blank=True, related_name="sessions")
-    # Who writes to the session (sessions/importers/rules.py): an import creates a session from one
+    # Who writes to the session (sessions/ingest/importers/rules.py): an import creates a session from one
     # source file (`import_source`, its name) and may later resume it from the same file, as long as the
     # application has not written to it; the application's own sessions are never changed by an import.
     import_source = models.CharField(max_length=300, blank=True, default="")
@@ -188,7 +188,7 @@ class Message(models.Model):
     tool_call_tokens = models.JSONField(default=list, blank=True)  # per call, part of `tokens`
     reasoning_tokens = models.PositiveBigIntegerField(default=0)  # shown, not part of `tokens`
     digest = models.CharField(max_length=64)  # of the model-visible fields, for duplicate detection
-    # The message as the `openai` format of the model input sends it whole (sessions.formats.
+    # The message as the `openai` format of the model input sends it whole (sessions.context.provider_input.
     # stored_openai_message), JSON text written when it is stored, so a fetch of that input writes it as it
     # is instead of reading, checking and rendering every field again. NULL for a system message and
     # where it could not be written; a fetch renders those as before. NULL, not "": the read counts the
@@ -235,7 +235,7 @@ class Checkpoint(models.Model):
     summarizer = models.CharField(max_length=50)
     trigger = models.CharField(max_length=20, default="request")
     created_at = models.DateTimeField(default=timezone.now)
-    # The salient literals (sessions/facts.py) of the messages it newly covers that its summary does
+    # The salient literals (sessions/context/facts.py) of the messages it newly covers that its summary does
     # not carry, counted and listed when it is made, so pages never scan the covered text again:
     # lost_facts holds the first facts.MAX_STORED, most repeated first ({"text", "kind", "count", "seqs"}).
     facts_kept = models.PositiveIntegerField(default=0)
@@ -261,7 +261,7 @@ class Checkpoint(models.Model):
 
     def save(self, *args, **kwargs):
         if self.number is None:
-            # One more than the checkpoint it extends (in memory when sessions.checkpoints.store_checkpoint
+            # One more than the checkpoint it extends (in memory when sessions.context.checkpoints.store_checkpoint
             # passes it); a session's first checkpoint (one per session, by constraint) is 1.
             self.number = self.previous.number + 1 if self.previous_id is not None else 1
         super().save(*args, **kwargs)
@@ -310,7 +310,7 @@ class RecordedRequest(models.Model):
     """One request an application sent to its model, captured from outside (an OpenTelemetry span of an
     LLM call received at /v1/traces, or one line of a request log), holding exactly what was sent.
 
-    A session with recorded requests is rebuilt from them (sessions.recorded_requests): each message
+    A session with recorded requests is rebuilt from them (sessions.ingest.recorded_requests): each message
     sent is matched to a raw message (role and digest, tool call ids where present) or appended to the
     raw log, the response is appended after its request, and system messages set the instructions as of
     that request. `number` orders the session's requests by start time (1, 2, 3...); requests arriving out
@@ -352,7 +352,7 @@ class RecordedRequest(models.Model):
     # Each message's tokens as sent (system messages included), counted once when it is recorded.
     message_tokens = models.JSONField(default=list, blank=True)
     # What matching the next request needs of this one without reading its messages again: for each
-    # message sent, and each message of the response, [role, digest, tool ids] (sessions.recorded_requests).
+    # message sent, and each message of the response, [role, digest, tool ids] (sessions.ingest.recorded_requests).
     message_keys = models.JSONField(default=list, blank=True)
     response_keys = models.JSONField(default=list, blank=True)
     # The highest raw seq stored when it was sent (its own new messages included, its response not): the
@@ -393,7 +393,7 @@ class ApiKey(models.Model):
     )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    # Rate limits (sessions/rate_limits.py). Each token bucket is kept as the moment it is full again, in
+    # Rate limits (sessions/access/rate_limits.py). Each token bucket is kept as the moment it is full again, in
     # seconds since the epoch, so one conditional UPDATE takes from both.
     requests_refilled_at = models.FloatField(default=0)
     bytes_refilled_at = models.FloatField(default=0)
@@ -479,7 +479,7 @@ class Note(models.Model):
 class AuthFailure(models.Model):
     """A failed log-in or API key, counted against one subject: the client address (scopes `login` and
     `api_key`), the username tried (`account`) or the key prefix tried (`key_prefix`). Too many in a
-    short window and that subject is refused until the window passes (sessions/throttle.py)."""
+    short window and that subject is refused until the window passes (sessions/access/throttle.py)."""
 
     class Scope(models.TextChoices):
         LOGIN = "login"
@@ -504,7 +504,7 @@ class AuthFailure(models.Model):
 
 
 class CompactionRun(models.Model):
-    """One compaction of a session, done by a worker of the task queue (sessions/compaction_runs.py).
+    """One compaction of a session, done by a worker of the task queue (sessions/context/compaction_runs.py).
 
     At most one run per session is queued or running at a time (a partial unique constraint), so a
     burst of appends enqueues one. A run that fails or is cut off by a killed worker goes back to
@@ -564,7 +564,7 @@ class CompactionRun(models.Model):
 
 
 class ImportJob(models.Model):
-    """A transcript file uploaded in the dashboard, imported by the task worker (sessions/import_jobs.py).
+    """A transcript file uploaded in the dashboard, imported by the task worker (sessions/ingest/import_jobs.py).
     The counters are progress while it runs and the result when it is done."""
 
     class State(models.TextChoices):
@@ -597,7 +597,7 @@ class ImportJob(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # A running job's lease, renewed by its worker; a job whose lease passed lost its worker and is put
-    # back in the queue by the sweep (sessions/import_jobs.py), up to CTXWEB_IMPORT_MAX_ATTEMPTS attempts.
+    # back in the queue by the sweep (sessions/ingest/import_jobs.py), up to CTXWEB_IMPORT_MAX_ATTEMPTS attempts.
     attempts = models.PositiveIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
@@ -623,7 +623,7 @@ class ImportJob(models.Model):
 
 class WaitSlot(models.Model):
     """The one request of a holder (an API key, a dashboard user) allowed to wait for a compaction run at
-    a time (sessions/waiting.py): `until` is when its wait ends at the latest, in seconds since the epoch.
+    a time (sessions/context/waiting.py): `until` is when its wait ends at the latest, in seconds since the epoch.
     A holder's other requests do not wait, so one client never holds more than one web worker waiting."""
 
     holder = models.CharField(max_length=64, unique=True)  # "key:<id>" | "user:<id>"
@@ -634,7 +634,7 @@ class WaitSlot(models.Model):
 
 
 class DashboardBudget(models.Model):
-    """A dashboard user's rate limits (sessions/dashboard_limits.py): token buckets as ApiKey's, each kept
+    """A dashboard user's rate limits (sessions/access/dashboard_limits.py): token buckets as ApiKey's, each kept
     as the moment it is full again, one of requests and one of CPU-heavy actions (previews, traces,
     exports, searches, imports)."""
 

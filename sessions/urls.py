@@ -1,6 +1,6 @@
 from django.urls import include, path, register_converter
 
-from . import import_views, views
+from sessions.dashboard import import_views, views
 
 
 class SessionKeyConverter:

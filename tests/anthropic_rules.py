@@ -1,4 +1,4 @@
-"""Why the Anthropic Messages API would refuse a request body as sessions.formats.to_anthropic returns it
+"""Why the Anthropic Messages API would refuse a request body as sessions.wire.anthropic.to_anthropic returns it
 ({"system"?: str, "messages": [...]}): the request types of the official `anthropic` package, checked
 with pydantic, then the API's rules on how messages fit together, which no type says."""
 

@@ -1,12 +1,12 @@
 """Messages of a known token size, and checks on what the model input looks like, for tests.
 
-Sizes are measured with the same code the app stores them with (sessions.tokens.count_message: 3 per
+Sizes are measured with the same code the app stores them with (sessions.wire.tokens.count_message: 3 per
 message plus role and text, tool calls by name and arguments), so a test states the size it wants and
 the builder pads the text until it is exactly that.
 """
 
 from sessions.models import Event, Message
-from sessions.tokens import REPLY_PRIMING, count_message
+from sessions.wire.tokens import REPLY_PRIMING, count_message
 
 PAD = " a"  # one token in cl100k_base, whatever comes before it
 

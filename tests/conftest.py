@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils.text import slugify
 
-from sessions.append import append_messages
-from sessions.importers import import_file
+from sessions.ingest.append import append_messages
+from sessions.ingest.importers import import_file
 from sessions.models import Project
 from tests.openai_stub import OpenAIStub
 
@@ -73,10 +73,10 @@ def instant_worker(request, settings, monkeypatch):
         settings.TASKS = DATABASE_TASKS
         return
     settings.TASKS = IMMEDIATE_TASKS
-    monkeypatch.setattr("sessions.compaction_runs.after_commit", lambda function: function())
+    monkeypatch.setattr("sessions.context.compaction_runs.after_commit", lambda function: function())
 
 
-# A brute-force limit low enough for tests to reach (sessions/throttle.py).
+# A brute-force limit low enough for tests to reach (sessions/access/throttle.py).
 AUTH_FAILURE_LIMIT = 3
 AUTH_FAILURE_WINDOW = 300
 

@@ -1,4 +1,4 @@
-"""OpenAI's documented way of counting chat tokens, written out independently of sessions.tokens so
+"""OpenAI's documented way of counting chat tokens, written out independently of sessions.wire.tokens so
 tests can check the app's figures against it."""
 
 import tiktoken

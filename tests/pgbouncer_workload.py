@@ -18,7 +18,7 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from sessions.api_keys import create_api_key  # noqa: E402
+from sessions.access.api_keys import create_api_key  # noqa: E402
 from sessions.models import Project  # noqa: E402
 
 

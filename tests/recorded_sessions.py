@@ -1,11 +1,11 @@
-"""A session rebuilt from recorded requests (sessions.recorded_requests.record_requests), for the tests of
+"""A session rebuilt from recorded requests (sessions.ingest.recorded_requests.record_requests), for the tests of
 the request timeline and its diffs: an application that keeps its whole history for three requests, then
 replaces the first two turns with a summary of its own, then also trims its oldest remaining turn."""
 
 from datetime import UTC, datetime, timedelta
 
+from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 from sessions.models import RecordedRequest, Session
-from sessions.recorded_requests import CapturedRequest, record_requests
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SYSTEM = {"role": "system", "content": "You are the support agent of Horizon Air."}

@@ -10,10 +10,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from sessions.api_keys import create_api_key
-from sessions.append import append_messages
+from sessions.access.api_keys import create_api_key
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Event, Project, Session
-from sessions.session_store import update_session
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.django_db

@@ -577,7 +577,7 @@ def test_it_rejects_text_the_database_cannot_store(append, place, bad):
 def test_the_fast_insert_reads_every_column_of_a_message_from_the_validated_message():
     """append's executemany writes the model's columns, each read from the NewMessage attribute of the
     same name: a field added to Message needs a value there (or the insert fails here)."""
-    from sessions.validation import parse_message
+    from sessions.wire.validation import parse_message
 
     new = parse_message({"role": "user", "content": "x"})
     new.seq, new.created_at = 1, None

@@ -1,5 +1,5 @@
 """The statement every API request's authentication reads with, written as SQL
-(sessions.api_keys.keys_with_prefix), and the brute-force check's own count (sessions.throttle.recent_failures)
+(sessions.access.api_keys.keys_with_prefix), and the brute-force check's own count (sessions.access.throttle.recent_failures)
 read what the ORM's queries read on both databases: the count of recent failures per subject, at the
 window's edge too, and the keys of a prefix with their project, every column converted as the ORM
 converts it."""
@@ -10,8 +10,8 @@ import pytest
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from sessions.access.throttle import Scope, recent_failures
 from sessions.models import AuthFailure
-from sessions.throttle import Scope, recent_failures
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ def test_the_recent_failures_are_counted_as_the_orm_counted_them():
 def test_the_keys_of_a_prefix_are_read_as_the_orm_reads_them(project, other_project):
     from django.forms.models import model_to_dict
 
-    from sessions.api_keys import PREFIX_LENGTH, create_api_key, keys_with_prefix, revoke
+    from sessions.access.api_keys import PREFIX_LENGTH, create_api_key, keys_with_prefix, revoke
     from sessions.models import ApiKey
 
     project.max_tokens, project.auto_compact, project.summarizer = 5_000, False, "openai"
@@ -72,7 +72,7 @@ def test_the_keys_of_a_prefix_are_read_as_the_orm_reads_them(project, other_proj
 
 
 def test_the_key_lookup_counts_the_failures_of_its_subjects_with_or_without_a_key(project):
-    from sessions.api_keys import create_api_key, keys_with_prefix
+    from sessions.access.api_keys import create_api_key, keys_with_prefix
 
     key = create_api_key(project, "counted")[0]
     now = timezone.now()

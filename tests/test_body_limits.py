@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import ImportJob, Membership, Message, Session
 from tests.importers.conftest import HOST, client_for
 

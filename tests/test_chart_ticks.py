@@ -1,9 +1,17 @@
-"""The size chart's ticks (sessions/chart.py): round values, 1, 2 or 5 times a power of ten, from 0, a
+"""The size chart's ticks (sessions/dashboard/chart.py): round values, 1, 2 or 5 times a power of ten, from 0, a
 handful of them whatever the range: nothing yet, a few tokens, a million-token session."""
 
 import pytest
 
-from sessions.chart import X_TICKS, Y_TICKS, message_ticks, round_step, tick_values, token_label, token_ticks
+from sessions.dashboard.chart import (
+    X_TICKS,
+    Y_TICKS,
+    message_ticks,
+    round_step,
+    tick_values,
+    token_label,
+    token_ticks,
+)
 
 RANGES = [0, 0.4, 1, 2, 3, 7, 9.9, 10, 11, 24, 99, 101, 950, 1000, 1001, 6600, 6701, 10_082, 15_000,
           99_999, 128_000, 1_234_567, 10**9 + 1]

@@ -9,15 +9,20 @@ from dataclasses import dataclass
 import pytest
 from django.db import connection
 
-from sessions.append import append_messages
-from sessions.compaction import compact, compact_if_needed, current_turn, oversized_turn
-from sessions.compaction_runs import run_outcome
-from sessions.formats import to_openai
-from sessions.model_input import build_model_input, layout_model_input, stored_layout, summary_message_text
+from sessions.context.compaction import compact, current_turn, oversized_turn
+from sessions.context.compaction_runs import compact_if_needed, run_outcome
+from sessions.context.model_input import (
+    build_model_input,
+    layout_model_input,
+    stored_layout,
+    summary_message_text,
+)
+from sessions.context.summarizers import SUMMARIZERS
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Event, Message, Session
-from sessions.session_store import update_session
-from sessions.summarizers import SUMMARIZERS
-from sessions.tokens import count_message, load_encoding
+from sessions.wire.openai import to_openai
+from sessions.wire.tokens import count_message, load_encoding
 from tests.builders import (
     agent,
     assistant,
@@ -1073,8 +1078,8 @@ def test_compaction_of_a_real_transcript(project, label, messages):
 def test_an_unpersisted_question_is_the_current_turn_so_the_stored_turns_can_be_covered(project, append):
     """A request whose new user message is not stored: that message starts the current turn, so when
     the request crosses max_tokens every stored turn may be covered."""
-    from sessions.next_request import build_request
-    from sessions.session_store import update_session
+    from sessions.ingest.next_request import build_request
+    from sessions.ingest.session_store import update_session
 
     from .builders import assistant, user
 

@@ -12,14 +12,20 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.append import append_messages
 from sessions.checks import check_compaction_defaults
-from sessions.compaction import RunBudget, compact, plan_compaction, resolve_settings, work_off_backlog
-from sessions.formats import to_openai
-from sessions.model_input import build_model_input
+from sessions.context.compaction import (
+    RunBudget,
+    compact,
+    plan_compaction,
+    resolve_settings,
+    work_off_backlog,
+)
+from sessions.context.model_input import build_model_input
+from sessions.context.summarizers import SUMMARIZERS, SummarizerError
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Message, Session
-from sessions.session_store import update_session
-from sessions.summarizers import SUMMARIZERS, SummarizerError
+from sessions.wire.openai import to_openai
 from tests.builders import assistant, compaction_events, event_types, openai_input_problems, raw_log, user
 from tests.transcripts import openai_conversations, to_ctxweb
 
@@ -344,7 +350,7 @@ def test_with_automatic_compaction_on_the_queue_works_off_a_backlog_run_after_ru
     """A session whose backlog was imported with automatic compaction off, then turned on: the next
     append enqueues one run; each completed run that its budget cut short enqueues the next, until the
     input is under max_tokens (the worker here is instant, tests/conftest.py)."""
-    from sessions.api_keys import create_api_key
+    from sessions.access.api_keys import create_api_key
     from sessions.models import CompactionRun
     from tests.api.conftest import Api
 

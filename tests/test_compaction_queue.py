@@ -10,10 +10,10 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions.api_keys import create_api_key
-from sessions.compaction_runs import run_compaction, sweep_compaction_runs
+from sessions.access.api_keys import create_api_key
+from sessions.context.compaction_runs import run_compaction, sweep_compaction_runs
+from sessions.context.summarizers import SUMMARIZERS, extractive
 from sessions.models import Checkpoint, CompactionRun, Event, Session
-from sessions.summarizers import SUMMARIZERS, extractive
 from tests.api.conftest import Api
 from tests.builders import assistant, user
 from tests.workers import kill, start_worker, wait_until, worker
@@ -83,7 +83,7 @@ def test_a_burst_of_appends_enqueues_one_run_and_one_task(api):
 
     runs = {(a["compaction"]["id"], a["compaction"]["status"]) for a in answers}
     assert runs == {(the_run().pk, "queued")}
-    assert DBTaskResult.objects.filter(task_path="sessions.compaction_runs.run_compaction").count() == 1
+    assert DBTaskResult.objects.filter(task_path="sessions.context.compaction_runs.run_compaction").count() == 1
     assert compaction_events() == []  # nothing ran inside the appends
 
 
@@ -271,7 +271,7 @@ def test_a_run_s_lease_is_renewed_by_its_own_steps_when_the_heartbeat_thread_can
         api, monkeypatch, settings, short_lease):
     """The lease must not depend on the heartbeat thread getting the interpreter (a step holding it, as
     a backtracking regex once did, got live attempts declared dead): the run's own steps renew it."""
-    from sessions.compaction_runs import Heartbeat
+    from sessions.context.compaction_runs import Heartbeat
 
     monkeypatch.setattr(Heartbeat, "beat", lambda self: None)  # a thread that never gets to run
     renewed = []

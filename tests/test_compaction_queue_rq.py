@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import CompactionRun, Event
 from tests.api.conftest import Api
 from tests.builders import assistant, user

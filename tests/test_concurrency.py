@@ -5,9 +5,9 @@ import threading
 import pytest
 from django.db import connection
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Event, EventType, Message, Project, Session
-from sessions.session_store import update_session
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions.api_keys import authenticate, revoke
+from sessions.access.api_keys import authenticate, revoke
 from sessions.models import ApiKey, Project
 
 pytestmark = pytest.mark.django_db

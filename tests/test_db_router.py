@@ -84,7 +84,7 @@ def test_pages_with_two_database_aliases():
 @needs_replica
 @pytest.mark.django_db(transaction=True, databases=["default", REPLICA])
 def test_replica_alias_serves_the_dashboard_pages(project):
-    from sessions.append import append_messages
+    from sessions.ingest.append import append_messages
     from tests.dashboard.conftest import create_user, make_client
 
     append_messages(project, "replicated", [{"role": "user", "content": "hello from the primary"}])
@@ -103,7 +103,7 @@ def test_replica_alias_serves_the_dashboard_pages(project):
 @needs_replica
 @pytest.mark.django_db(transaction=True, databases=["default", REPLICA])
 def test_replica_alias_is_never_read_by_the_api_or_after_a_write(project):
-    from sessions.api_keys import create_api_key
+    from sessions.access.api_keys import create_api_key
     from tests.api.conftest import Api
 
     api = Api(create_api_key(project, "app")[1])

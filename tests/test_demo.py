@@ -1,11 +1,11 @@
-"""The demo data (sessions.demo.load_demo) shows automatic compaction as a real application sees it: the
+"""The demo data (sessions.ingest.demo.load_demo) shows automatic compaction as a real application sees it: the
 long agent run's model input crosses max_tokens by at most one turn before each drop."""
 
 import pytest
 
-from sessions.demo import load_demo
-from sessions.events import event_data
+from sessions.ingest.demo import load_demo
 from sessions.models import Event, EventType, Role, Session
+from sessions.store.events import event_data
 
 pytestmark = pytest.mark.django_db
 

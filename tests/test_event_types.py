@@ -1,4 +1,4 @@
-"""Typed event data (sessions/event_types.py): every event type has a model, a writer that gets a field
+"""Typed event data (sessions/store/event_types.py): every event type has a model, a writer that gets a field
 wrong fails before anything is stored, and every event a realistic session stores validates against the
 model of its type and dumps back to exactly what was stored."""
 
@@ -9,10 +9,15 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from pydantic import ValidationError
 
-from sessions.append import append_messages
-from sessions.checkpoints import create_imported_checkpoint
-from sessions.compaction import compact
-from sessions.event_types import (
+from sessions.context.checkpoints import create_imported_checkpoint
+from sessions.context.compaction import compact
+from sessions.context.summarizers import SUMMARIZERS
+from sessions.ingest.append import append_messages
+from sessions.ingest.message_edits import update_message
+from sessions.ingest.next_request import build_request
+from sessions.ingest.session_store import update_session
+from sessions.models import Event, EventType, Session
+from sessions.store.event_types import (
     EVENT_DATA,
     CompactionCompleted,
     CompactionSkipped,
@@ -23,13 +28,8 @@ from sessions.event_types import (
     RequestBuilt,
     SessionUpdated,
 )
-from sessions.events import event_data, parse_event_data, record
-from sessions.message_edits import update_message
-from sessions.models import Event, EventType, Session
-from sessions.next_request import build_request
-from sessions.notes import add_note, delete_note, edit_note, set_tags
-from sessions.session_store import update_session
-from sessions.summarizers import SUMMARIZERS
+from sessions.store.events import event_data, parse_event_data, record
+from sessions.store.notes import add_note, delete_note, edit_note, set_tags
 from tests.builders import assistant, call, tool, user
 
 pytestmark = pytest.mark.django_db

@@ -21,15 +21,14 @@ import pytest
 from django.utils.text import slugify
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from sessions import otlp
-from sessions.explain import explain_messages
-from sessions.formats import FORMATS, NothingToSend, model_input_response
-from sessions.importers import import_file
-from sessions.inspection import checkpoints_of, page_layout
-from sessions.model_input import Reason
+from sessions.context.explain import checkpoints_of, explain_messages, page_layout
+from sessions.context.model_input import Reason
+from sessions.context.provider_input import FORMATS, NothingToSend, model_input_response
+from sessions.context.recorded_input import RAW_LOG, RECORDED_REQUEST, build_input
+from sessions.ingest import otlp
+from sessions.ingest.importers import import_file
+from sessions.ingest.recorded_requests import record_requests
 from sessions.models import Project, Session
-from sessions.recorded_input import RAW_LOG, RECORDED_REQUEST, build_input
-from sessions.recorded_requests import record_requests
 from tests.anthropic_rules import anthropic_request_problems
 from tests.conftest import TRANSCRIPT_FILES, seeded_for_module
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from sessions.explain import explain_messages
-from sessions.model_input import Reason, build_model_input, refresh_input_tokens, summary_message_tokens
+from sessions.context.explain import explain_messages
+from sessions.context.figures import refresh_input_tokens
+from sessions.context.model_input import Reason, build_model_input, summary_message_tokens
 from sessions.models import Checkpoint, Message, Session
 
 

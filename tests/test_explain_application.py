@@ -8,10 +8,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.explain import explain_messages
-from sessions.model_input import Reason, build_model_input
+from sessions.context.explain import explain_messages
+from sessions.context.model_input import Reason, build_model_input
+from sessions.context.recorded_input import build_recorded_input
 from sessions.models import Message, RecordedRequest, Session
-from sessions.recorded_input import build_recorded_input
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -1,19 +1,19 @@
-"""How many of the salient literals (sessions/facts.py) of real transcripts (tests/data) the extractive
+"""How many of the salient literals (sessions/context/facts.py) of real transcripts (tests/data) the extractive
 summarizer keeps, without and with keeping facts (issue 21.3). Every conversation is stored, all its
 turns but the last are summarized as one compaction would (a one-turn agent run whole), and the share of the covered messages'
 distinct literals that the summary carries is summed over the conversations. Figures are printed
-(run with -s) and quoted in the README."""
+(run with -s) and quoted in docs/compaction.md."""
 
 import pytest
 from django.conf import settings
 
-from sessions.append import append_messages
-from sessions.compaction import SUMMARY_MIN_TOKENS
-from sessions.facts import report
-from sessions.model_input import split_turns
+from sessions.context.compaction import SUMMARY_MIN_TOKENS
+from sessions.context.facts import report
+from sessions.context.model_input import split_turns
+from sessions.context.summarizers import extractive_digest
+from sessions.ingest.append import append_messages
 from sessions.models import Message, Session
-from sessions.summarizers import extractive_digest
-from sessions.tokens import count_text
+from sessions.wire.tokens import count_text
 from tests.transcripts import openai_conversations, to_ctxweb
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,7 @@ BATCH = 500
 
 
 def compaction_budget(tokens: int) -> int:
-    """sessions.compaction.summary_budget for a run replacing `tokens`."""
+    """sessions.context.compaction.summary_budget for a run replacing `tokens`."""
     return max(SUMMARY_MIN_TOKENS, min(settings.CTXWEB_SUMMARY_MAX_TOKENS, tokens // 2))
 
 

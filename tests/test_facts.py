@@ -1,7 +1,7 @@
-"""The salient-literal extractor (sessions/facts.py): what it finds, of which kind, and what it does not."""
+"""The salient-literal extractor (sessions/context/facts.py): what it finds, of which kind, and what it does not."""
 
-from sessions import facts as facts_module
-from sessions.facts import Tally, extract, not_in_summary, ranked, report, tally
+from sessions.context import facts as facts_module
+from sessions.context.facts import Tally, extract, not_in_summary, ranked, report, tally
 
 
 class Msg:

@@ -1,4 +1,4 @@
-"""What fact extraction (sessions/facts.py) costs, issue 37: time linear in the text, a bounded part of
+"""What fact extraction (sessions/context/facts.py) costs, issue 37: time linear in the text, a bounded part of
 each message read, and the same facts as the backtracking `re` patterns it replaced, which took 9 s on
 16,000 characters of "1,1,1,…" and would have taken hours on a million."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.facts import MAX_CHARS_READ, extract, message_facts
+from sessions.context.facts import MAX_CHARS_READ, extract, message_facts
+from sessions.ingest.append import append_messages
 from sessions.models import Membership
 from tests.dashboard.conftest import create_user, make_client
 
@@ -124,7 +124,7 @@ MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|
           r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
 UNITS = (r"(?:%|percent|kg|g|mg|lbs?|km|cm|mm|m|mi|miles?|ms|sec(?:onds?)?|s|min(?:utes?)?|h|hours?|days?|"
          r"weeks?|months?|years?|[KMGT]i?B|bytes?|px|°[CF]|bags?|passengers?|nights?|seats?|tokens?)")
-# The patterns sessions/facts.py had before it ran on RE2, as they were: the reference.
+# The patterns sessions/context/facts.py had before it ran on RE2, as they were: the reference.
 RE_PATTERNS = [
     ("url", re.compile(r"\bhttps?://[^\s<>\"'`)\]]+")),
     ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),

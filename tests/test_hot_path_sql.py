@@ -1,7 +1,7 @@
 """The statements of every append that are written as SQL rather than built through the ORM (building them
 cost several times running them) do what the ORM's did: the session row by key
-(sessions.session_store.get_session), the stored figures' last visible rows
-(sessions.model_input.recent_visible_rows), the duplicate-id check (sessions.append.stored_with_ids), on a
+(sessions.ingest.session_store.get_session), the stored figures' last visible rows
+(sessions.context.model_input.recent_visible_rows), the duplicate-id check (sessions.db.messages.stored_with_ids), on a
 session with a checkpoint, system messages, messages left out of the model input, tool calls and their
 results, and a gap of invisible rows; the figures' UPDATE (rows.update_fields); the event row
 (events.record); and the insert, one statement, COPY on PostgreSQL, that stores every value as sent."""
@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from sessions.append import _stored_calls, append_messages, stored_with_ids
-from sessions.compaction import compact
-from sessions.message_edits import update_message
-from sessions.model_input import RECENT_ROWS, _Row, _row_values, recent_visible_rows, visible_messages
+from sessions.context.compaction import compact
+from sessions.context.model_input import RECENT_ROWS, _Row, _row_values, recent_visible_rows, visible_messages
+from sessions.db.messages import stored_with_ids
+from sessions.ingest.append import _stored_calls, append_messages
+from sessions.ingest.message_edits import update_message
 from sessions.models import Message, Session
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +108,7 @@ def test_a_session_read_by_key_is_the_orm_s_session(project, session):
     from django.db import transaction
     from django.forms.models import model_to_dict
 
-    from sessions.session_store import get_session
+    from sessions.ingest.session_store import get_session
 
     expected = Session.objects.select_related("project").get(project=project, key="figures")
     for for_update in (False, True):
@@ -122,7 +123,7 @@ def test_a_session_read_by_key_is_the_orm_s_session(project, session):
 def test_the_figures_an_append_writes_read_back_as_written(session):
     from datetime import UTC, datetime
 
-    from sessions.rows import update_fields
+    from sessions.db.rows import update_fields
 
     values = {"message_count": session.message_count, "raw_tokens": 12_345, "input_tokens": 678,
               "input_left_out": [{"seq": 3, "reason": "unanswered_tool_call", "detail": "é \u2028 \"quoted\""}],
@@ -165,9 +166,9 @@ def test_an_append_inserts_its_messages_in_one_logged_statement_that_stores_ever
 def test_an_event_is_stored_as_the_orm_stored_it(session):
     from django.forms.models import model_to_dict
 
-    from sessions.event_types import MessagesAppended
-    from sessions.events import event_data, record
     from sessions.models import Event
+    from sessions.store.event_types import MessagesAppended
+    from sessions.store.events import event_data, record
 
     data = MessagesAppended(input_tokens=5, count=2, first_seq=3, last_seq=4, tokens=99, duplicates=1)
     event = record(session, "api:key \"é\"", data)
@@ -183,7 +184,7 @@ def test_the_latest_checkpoint_is_the_orm_s(project, session):
     its date, is the one (and the same values) the ORM's related manager finds."""
     from django.forms.models import model_to_dict
 
-    from sessions.model_input import latest_checkpoint
+    from sessions.context.model_input import latest_checkpoint
 
     compact(session, force=True, max_tokens=400, keep_recent_tokens=100, summary="and then more")
     session = Session.objects.get(pk=session.pk)

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from sessions.compaction import compact
-from sessions.message_edits import update_message
-from sessions.model_input import build_model_input, layout_model_input, stored_layout
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input, layout_model_input, stored_layout
+from sessions.ingest.message_edits import update_message
 from sessions.models import Session
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import AuthFailure, Membership
 from tests.api.conftest import HOST, UNKNOWN_SECRET
 from tests.conftest import AUTH_FAILURE_LIMIT

@@ -4,12 +4,15 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from sessions.context.figures import refresh_input_tokens
+from sessions.context.model_input import Reason, build_model_input, summary_message_tokens
 from sessions.errors import DomainError
-from sessions.formats import to_anthropic, to_ctxweb, to_openai
-from sessions.model_input import Reason, build_model_input, refresh_input_tokens, summary_message_tokens
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Message, Session
-from sessions.session_store import update_session
-from sessions.validation import parse_message
+from sessions.wire.anthropic import to_anthropic
+from sessions.wire.ctxweb import to_ctxweb
+from sessions.wire.openai import to_openai
+from sessions.wire.validation import parse_message
 from tests.counting import REPLY_PRIMING, message_tokens, text_tokens
 
 

@@ -1,4 +1,4 @@
-"""The model input is built from plain values (sessions.model_input.stored_messages), not from Message
+"""The model input is built from plain values (sessions.context.model_input.stored_messages), not from Message
 instances. Built the plain ORM way instead (every field of every message as a model instance, JSON
 decoded by Django), every response is the same to the byte: on the demo sessions and on every real
 transcript in tests/data, in every format, now and as of a message halfway."""
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sessions import model_input as model_input_module
-from sessions.demo import load_demo
+from sessions.context import model_input as model_input_module
+from sessions.context.model_input import ModelInput, build_model_input, visible_messages
+from sessions.context.provider_input import FORMATS, model_input_response
 from sessions.errors import DomainError
-from sessions.formats import FORMATS, model_input_response
-from sessions.importers import import_file
-from sessions.model_input import ModelInput, build_model_input, visible_messages
+from sessions.http.schemas import ModelInputOut
+from sessions.ingest.demo import load_demo
+from sessions.ingest.importers import import_file
 from sessions.models import Session
-from sessions.schemas import ModelInputOut
 
 pytestmark = pytest.mark.django_db
 

@@ -4,12 +4,12 @@ session page read that interface and never ask which form they were given."""
 
 import pytest
 
-from sessions.compaction import compact
-from sessions.explain import explain_messages
-from sessions.inspection import input_window, raw_window
-from sessions.model_input import ModelInputShape, build_model_input, layout_model_input, stored_layout
+from sessions.context.compaction import compact
+from sessions.context.explain import explain_messages
+from sessions.context.model_input import ModelInputShape, build_model_input, layout_model_input, stored_layout
+from sessions.dashboard.inspection import input_window, raw_window
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
 
 
 def call(call_id):

@@ -3,12 +3,12 @@ from random appends (every role, tool calls with reused, odd or missing ids, orp
 hidden and re-shown messages, compactions with supplied summaries at random points and requests with
 unpersisted messages, the `openai` and `anthropic` renderings are requests those providers accept.
 
-The checkers below are written from the providers' documented rules, independently of sessions.formats
-and sessions.model_input. Both providers refuse a tool call without its result, the newest assistant
+The checkers below are written from the providers' documented rules, independently of sessions.context.provider_input
+and sessions.context.model_input. Both providers refuse a tool call without its result, the newest assistant
 message's too, so calls still awaiting their results are left out (SPEC §2); an input with no message to
 send is answered 409 nothing_to_send instead of rendered. The token total of every input is a recount of
 its `openai` rendering (POST /tokens), images aside: they are counted as images, whatever the
-rendering makes of them (README, API).
+rendering makes of them (docs/api.md).
 """
 
 import re
@@ -17,16 +17,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input
+from sessions.context.provider_input import NothingToSend, check_something_to_send, render_model_input
 from sessions.errors import DomainError
-from sessions.formats import ANTHROPIC_OPENING, NothingToSend, check_something_to_send, render_model_input
-from sessions.message_edits import update_message
-from sessions.model_input import build_model_input
+from sessions.ingest.append import append_messages
+from sessions.ingest.message_edits import update_message
+from sessions.ingest.next_request import build_request
+from sessions.ingest.session_store import get_session, update_session
 from sessions.models import Session
-from sessions.next_request import build_request
-from sessions.session_store import get_session, update_session
-from sessions.validation import count_openai_messages
+from sessions.wire.anthropic import ANTHROPIC_OPENING
+from sessions.wire.validation import count_openai_messages
 
 pytestmark = pytest.mark.django_db
 

@@ -15,10 +15,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from sessions.api_keys import create_api_key
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.model_input import build_model_input
+from sessions.access.api_keys import create_api_key
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input
+from sessions.ingest.append import append_messages
 from sessions.models import Message, Project, Session
 from tests.api.conftest import Api
 from tests.dashboard.conftest import create_user, make_client

@@ -1,4 +1,4 @@
-"""Sessions rebuilt from recorded requests (sessions.recorded_requests): matching, appending, what the
+"""Sessions rebuilt from recorded requests (sessions.ingest.recorded_requests): matching, appending, what the
 application dropped or replaced, numbering by start time, and retries storing nothing twice."""
 
 import json
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 from sessions.models import Message, RecordedRequest, Session
-from sessions.recorded_requests import CapturedRequest, record_requests
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SYSTEM = {"role": "system", "content": "You are a travel agent."}

@@ -1,13 +1,13 @@
-"""The request timeline and the diff between consecutive requests (sessions.request_timeline), on a session
+"""The request timeline and the diff between consecutive requests (sessions.dashboard.request_timeline), on a session
 rebuilt through record_requests and on rows written directly."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.append import append_messages
+from sessions.dashboard.request_timeline import request_diff, request_timeline
+from sessions.ingest.append import append_messages
 from sessions.models import RecordedRequest, Session
-from sessions.request_timeline import request_diff, request_timeline
 
 from .recorded_sessions import (
     DROPPED_IN_4,

@@ -55,7 +55,7 @@ def test_the_deploy_checks_pass_in_production():
 
 
 def test_sqlite_syncs_every_commit_to_disk(db):
-    """synchronous=FULL: with WAL, NORMAL may lose the last commits on a power cut (README, Reliability)."""
+    """synchronous=FULL: with WAL, NORMAL may lose the last commits on a power cut (docs/security.md)."""
     if connection.vendor != "sqlite":
         pytest.skip("a SQLite setting")
     with connection.cursor() as cursor:

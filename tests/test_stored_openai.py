@@ -1,4 +1,4 @@
-"""The `openai` model input written from what was stored with each part of it (sessions.formats.
+"""The `openai` model input written from what was stored with each part of it (sessions.context.provider_input.
 stored_openai_response): every message's rendering (Message.openai_message) and the session's figures of
 its input. It must be the model input built in full (on every real transcript, after compactions, after
 a flag changed: tests/api/test_model_input.py, which imports them); and where the stored parts cannot say it all (a call awaiting its result, a message sent
@@ -11,13 +11,14 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from sessions.compaction import compact
-from sessions.formats import NothingToSend, model_input_response, openai_message, stored_openai_response
-from sessions.message_edits import update_message
-from sessions.model_input import build_model_input, latest_checkpoint
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input, latest_checkpoint
+from sessions.context.provider_input import NothingToSend, model_input_response, stored_openai_response
+from sessions.http.schemas import ModelInputOut
+from sessions.ingest.message_edits import update_message
+from sessions.ingest.session_store import update_session
 from sessions.models import Message, Session
-from sessions.schemas import ModelInputOut
-from sessions.session_store import update_session
+from sessions.wire.openai import openai_message
 
 pytestmark = pytest.mark.django_db
 
@@ -162,7 +163,7 @@ def test_an_append_stores_each_message_as_the_openai_input_sends_it(append):
 
 
 # The rendering of each kind of stored message, pinned: stored renderings outlive the code that wrote them,
-# so a change here must come with a migration that renders them again (sessions.formats.stored_openai_message).
+# so a change here must come with a migration that renders them again (sessions.wire.openai.stored_openai_message).
 PINNED = [
     (("user", "hi", [], "", ""), '{"role":"user","content":"hi"}'),
     (("user", "hi", [], "", "Bob Smith"), '{"role":"user","content":"hi","name":"Bob_Smith"}'),

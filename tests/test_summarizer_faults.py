@@ -13,15 +13,15 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from sessions.api_keys import create_api_key
-from sessions.append import append_messages
-from sessions.checkpoints import create_imported_checkpoint
+from sessions.access.api_keys import create_api_key
 from sessions.checks import check_compaction_defaults
-from sessions.compaction import compact
-from sessions.event_types import EVENT_ERROR_CHARS
-from sessions.model_input import build_model_input
+from sessions.context.checkpoints import create_imported_checkpoint
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input
+from sessions.context.summarizers import SUMMARIZERS, SummarizerError
+from sessions.ingest.append import append_messages
 from sessions.models import Checkpoint, Event, Message, Session
-from sessions.summarizers import SUMMARIZERS, SummarizerError
+from sessions.store.event_types import EVENT_ERROR_CHARS
 from tests.builders import assistant, user
 
 STARTED, COMPLETED = "COMPACTION_STARTED", "COMPACTION_COMPLETED"

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from sessions.compaction import compact
-from sessions.model_input import build_model_input
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input
+from sessions.context.summarizers import extractive, extractive_digest
 from sessions.models import Checkpoint, Event, Message, Session
-from sessions.summarizers import extractive, extractive_digest
-from sessions.tokens import count_text
+from sessions.wire.tokens import count_text
 from tests.builders import assistant, call, event_types, raw_log, user
 from tests.transcripts import openai_conversations, to_ctxweb
 

@@ -4,11 +4,11 @@ import os
 
 import pytest
 
-from sessions import tokens
 from sessions.checks import check_token_encoding
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Message, Session
-from sessions.session_store import update_session
+from sessions.wire import tokens
 from tests.counting import REPLY_PRIMING, message_tokens, text_tokens
 
 TEXT = "The quick brown fox jumps over the lazy dog, twice: 🦊🦊."
@@ -185,7 +185,7 @@ def test_the_migration_recounts_the_names_of_messages_stored_before(project, app
 
     from django.apps import apps
 
-    from sessions.model_input import refresh_input_tokens
+    from sessions.context.figures import refresh_input_tokens
 
     migration = import_module("sessions.migrations.0006_message_name_tokens")
     call = {"id": "call_1", "name": "lookup", "arguments": "{}"}

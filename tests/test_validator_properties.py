@@ -10,17 +10,12 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions.api_keys import create_api_key
-from sessions.append import parse_batch
+from sessions.access.api_keys import create_api_key
 from sessions.errors import DomainError
+from sessions.ingest.append import parse_batch
 from sessions.models import Message, Session
-from sessions.validation import (
-    MESSAGE_FIELDS,
-    check_json,
-    count_openai_messages,
-    load_json_body,
-    parse_message,
-)
+from sessions.wire.json_body import load_json_body
+from sessions.wire.validation import MESSAGE_FIELDS, check_json, count_openai_messages, parse_message
 
 PURE = settings(max_examples=400, deadline=None, derandomize=True, database=None)
 OVER_HTTP = settings(max_examples=200, deadline=None, derandomize=True, database=None,

@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 
-from sessions.api_keys import create_api_key
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.demo import tiny_png
+from sessions.access.api_keys import create_api_key
+from sessions.access.members import set_member
+from sessions.context.compaction import compact
+from sessions.context.exports import EXPORT_FORMAT
 from sessions.errors import DomainError
-from sessions.exports import EXPORT_FORMAT
-from sessions.members import set_member
-from sessions.message_edits import update_message
+from sessions.ingest.append import append_messages
+from sessions.ingest.demo import tiny_png
+from sessions.ingest.message_edits import update_message
+from sessions.ingest.next_request import build_request
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Event, Message, Project, Session
-from sessions.next_request import build_request
-from sessions.notes import add_note, parse_tags, set_tags
-from sessions.session_store import update_session
+from sessions.store.notes import add_note, parse_tags, set_tags
 
 from .xss_corpus import PAYLOADS, pack
 

@@ -1,5 +1,5 @@
 """Record the OTLP exports in tests/data/otlp/: the conversations of tests/data/request-logs replayed through
-the real `openai` client, instrumented by each OpenTelemetry instrumentation the README names
+the real `openai` client, instrumented by each OpenTelemetry instrumentation docs/capture-and-import.md names
 (openinference-instrumentation-openai, opentelemetry-instrumentation-openai-v2), against an OpenAI-compatible
 server on loopback that answers each request with the response the log recorded for it. The spans are
 encoded as the OTLP/HTTP exporter encodes them (ExportTraceServiceRequest, protobuf) and written one file

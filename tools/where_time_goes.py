@@ -41,26 +41,27 @@ STEPS = [
     ("request: ninja's parameters and body schema", "ninja.operation.Operation", "_get_values"),
     ("response: schema check and JSON", "ninja.operation.Operation", "_result_to_response"),
     ("auth: key + failed-attempt counts", "ctxweb.api", "keys_with_prefix"),
-    ("auth: over the limit: retry time", "sessions.throttle", "check"),
+    ("auth: over the limit: retry time", "sessions.access.throttle", "check"),
     ("auth: hash comparison", "ctxweb.api", "authenticate"),
-    ("auth: rate-limit UPDATE", "sessions.rate_limits", "admit"),
+    ("auth: rate-limit UPDATE", "sessions.access.rate_limits", "admit"),
     ("body: JSON parse", "ctxweb.api", "load_json_body"),
-    ("body: validate and count tokens", "sessions.append", "parse_batch"),
-    ("session row (append: locked)", "sessions.session_store", "get_session"),
-    ("session row (append: locked)", "sessions.session_store", "get_or_create_locked"),
-    ("session row", "sessions.api", "get_session"),
-    ("append: duplicate-id check, session UPDATE", "sessions.append", "_store"),
-    ("append: calls answered", "sessions.append", "_stored_calls"),
-    ("insert messages", "sessions.append", "insert_messages"),
-    ("stored figures", "sessions.append", "input_figures_after_append"),
-    ("event row", "sessions.append", "record"),
-    ("auto-compaction check", "sessions.api", "compact_if_needed"),
-    ("model input: checkpoint", "sessions.api", "latest_checkpoint"),
-    ("model input: from the stored renderings", "sessions.api", "stored_openai_response"),
-    ("model input: build", "sessions.api", "build_model_input"),
-    ("model input: render", "sessions.api", "model_input_response"),
-    ("response: the model input's schema and JSON", "sessions.api", "model_input_json"),
-    ("model input: tag", "sessions.api", "model_input_tag"),
+    ("body: validate and count tokens", "sessions.ingest.append", "parse_batch"),
+    ("session row (append: locked)", "sessions.ingest.session_store", "get_session"),
+    ("session row (append: locked)", "sessions.ingest.session_store", "get_or_create_locked"),
+    ("session row", "sessions.http.messages", "get_session"),
+    ("session row", "sessions.http.model_input", "get_session"),
+    ("append: duplicate-id check, session UPDATE", "sessions.ingest.append", "_store"),
+    ("append: calls answered", "sessions.ingest.append", "_stored_calls"),
+    ("insert messages", "sessions.ingest.append", "insert_messages"),
+    ("stored figures", "sessions.ingest.append", "input_figures_after_append"),
+    ("event row", "sessions.ingest.append", "record"),
+    ("auto-compaction check", "sessions.http.messages", "compact_if_needed"),
+    ("model input: checkpoint", "sessions.http.model_input", "latest_checkpoint"),
+    ("model input: from the stored renderings", "sessions.http.model_input", "stored_openai_response"),
+    ("model input: build", "sessions.http.model_input", "build_model_input"),
+    ("model input: render", "sessions.http.model_input", "model_input_response"),
+    ("response: the model input's schema and JSON", "sessions.http.model_input", "model_input_json"),
+    ("model input: tag", "sessions.http.model_input", "model_input_tag"),
 ]
 
 
@@ -282,9 +283,9 @@ def run(args) -> int:
 
     if connection.vendor == "sqlite":
         call_command("migrate", verbosity=0)
-    from sessions.api_keys import create_api_key
+    from sessions.access.api_keys import create_api_key
+    from sessions.ingest.session_store import update_session
     from sessions.models import Project
-    from sessions.session_store import update_session
 
     project = Project.objects.get_or_create(name="default")[0]
     secret = create_api_key(project, "where-time-goes")[1]

@@ -1,5 +1,5 @@
 """Full-text search over message text: a GIN index on PostgreSQL, an FTS5 table kept in step by
-triggers on SQLite. Other databases get neither and fall back to a plain scan (sessions/search.py)."""
+triggers on SQLite. Other databases get neither and fall back to a plain scan (sessions/db/message_search.py)."""
 
 from django.db import migrations
 

@@ -22,7 +22,7 @@ def name_tokens(role: str, name: str, count_text) -> tuple[int, int]:
 
 
 def recount_names(apps, schema_editor, backwards=False):
-    from sessions.tokens import count_text
+    from sessions.wire.tokens import count_text
 
     Message = apps.get_model("ctx_sessions", "Message")
     Session = apps.get_model("ctx_sessions", "Session")

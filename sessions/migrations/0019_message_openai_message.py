@@ -8,7 +8,7 @@ BATCH = 2000
 
 
 def render_stored_messages(apps, schema_editor):
-    from sessions.formats import stored_openai_message
+    from sessions.wire.openai import stored_openai_message
 
     Message = apps.get_model("ctx_sessions", "Message")
     db = schema_editor.connection.alias

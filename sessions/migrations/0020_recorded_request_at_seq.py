@@ -2,7 +2,7 @@
 rebuilt from recorded requests is made of). For requests recorded before this migration, at_seq is worked
 out as recording would have set it: the seq just before its response (which was appended right after
 the request), or the newest seq it sent when it has no response. message_tokens stays empty for them: a
-fetch counts their messages once (sessions.recorded_input)."""
+fetch counts their messages once (sessions.context.recorded_input)."""
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-# The keys matching reads of a recorded request instead of its messages (sessions/recorded_requests.py).
+# The keys matching reads of a recorded request instead of its messages (sessions/ingest/recorded_requests.py).
 
 from django.db import migrations, models
 

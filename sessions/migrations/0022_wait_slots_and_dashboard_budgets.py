@@ -1,4 +1,4 @@
-# One waiting request per holder (sessions/waiting.py) and per-user dashboard budgets (sessions/dashboard_limits.py).
+# One waiting request per holder (sessions/context/waiting.py) and per-user dashboard budgets (sessions/access/dashboard_limits.py).
 
 import django.db.models.deletion
 from django.conf import settings

@@ -2,9 +2,10 @@ import json
 
 from django import template
 
-from sessions import events, session_metadata
-from sessions.inspection import palette_colour
-from sessions.summarizers import SUMMARIZERS
+from sessions.context.summarizers import SUMMARIZERS
+from sessions.dashboard import session_metadata
+from sessions.dashboard.inspection import palette_colour
+from sessions.store import events
 
 register = template.Library()
 
@@ -23,7 +24,7 @@ def pretty_json(value) -> str:
 
 @register.filter
 def event_data(event):
-    """An event's data as the model of its type (sessions/event_types.py)."""
+    """An event's data as the model of its type (sessions/store/event_types.py)."""
     return events.event_data(event)
 
 
@@ -83,13 +84,13 @@ def compact_json(value) -> str:
 
 @register.filter
 def attribute_groups(attributes) -> tuple[list, list]:
-    """(shown, folded) attribute items of a message (sessions.session_metadata.attribute_groups)."""
+    """(shown, folded) attribute items of a message (sessions.dashboard.session_metadata.attribute_groups)."""
     return session_metadata.attribute_groups(attributes)
 
 
 @register.simple_tag
 def folded(text, tokens=0):
-    """A long text's preview and rest, or None (sessions.session_metadata.fold_text)."""
+    """A long text's preview and rest, or None (sessions.dashboard.session_metadata.fold_text)."""
     return session_metadata.fold_text(text if isinstance(text, str) else "", tokens or 0)
 
 

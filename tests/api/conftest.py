@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pytest
 from django.test import Client
 
-from sessions.api_keys import create_api_key, revoke
+from sessions.access.api_keys import create_api_key, revoke
 from sessions.models import Checkpoint, Event, Message, Session
 
 API = "/api/v1"

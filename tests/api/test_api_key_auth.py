@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions import api_keys
-from sessions.api_keys import PREFIX_LENGTH, create_api_key, revoke
+from sessions.access import api_keys
+from sessions.access.api_keys import PREFIX_LENGTH, create_api_key, revoke
 from sessions.models import ApiKey
 from tests.api.conftest import UNKNOWN_SECRET, Api, assert_error
 from tests.conftest import AUTH_FAILURE_LIMIT

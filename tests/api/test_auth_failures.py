@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 import ctxweb.settings as defaults
-from sessions import throttle
-from sessions.api_keys import PREFIX_LENGTH, create_api_key
+from sessions.access import throttle
+from sessions.access.api_keys import PREFIX_LENGTH, create_api_key
 from sessions.models import ApiKey, AuthFailure
 from tests.api.conftest import HOST, UNKNOWN_SECRET, Api, assert_error
 from tests.conftest import AUTH_FAILURE_LIMIT, AUTH_FAILURE_WINDOW
@@ -203,7 +203,7 @@ def test_with_the_proxy_count_alone_a_proxy_on_this_machine_is_still_believed(ap
 
 
 def test_one_proxy_address_shared_by_every_client_blocks_only_the_guessing_one(api_key, settings):
-    """The README's TLS proxy on this machine, with CTXWEB_TRUSTED_PROXIES naming it."""
+    """The TLS proxy of docs/deployment.md on this machine, with CTXWEB_TRUSTED_PROXIES naming it."""
     settings.CTXWEB_TRUSTED_PROXIES = ["127.0.0.1"]
     fail(api_from(api_key, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.66"), LIMIT)
 

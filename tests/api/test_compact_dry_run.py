@@ -4,8 +4,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from sessions.context.summarizers import SUMMARIZERS
 from sessions.models import CompactionRun
-from sessions.summarizers import SUMMARIZERS
 from tests.api import test_compact
 from tests.api.conftest import assert_error, session_state, stored
 from tests.builders import assistant, user

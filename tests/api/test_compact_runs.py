@@ -144,8 +144,8 @@ def test_a_key_has_one_request_waiting_at_a_time_the_others_answer_at_once(api, 
     """Security issue 37, item 8: four waiting requests of one key held every web worker of a deployment.
     While one request of a key waits for a run, the key's other requests do not wait: /compact answers 202
     with the run and /requests the current input, as a wait that ran out would."""
+    from sessions.context.waiting import key_holder, wait_slot
     from sessions.models import ApiKey
-    from sessions.waiting import key_holder, wait_slot
 
     settings.CTXWEB_COMPACTION_WAIT_SECONDS = 2.0  # no worker runs: a waiting request waits it all
     holder = key_holder(ApiKey.objects.get())  # the one key of the test
@@ -170,8 +170,8 @@ def test_a_key_has_one_request_waiting_at_a_time_the_others_answer_at_once(api, 
 
 
 def test_a_wait_slot_ends_at_its_deadline_even_if_its_holder_never_gives_it_back(db):
+    from sessions.context.waiting import wait_slot
     from sessions.models import WaitSlot
-    from sessions.waiting import wait_slot
 
     WaitSlot.objects.create(holder="key:1", until=time.time() + 0.2)  # a process that died waiting
     with wait_slot("key:1", 5) as waiting:

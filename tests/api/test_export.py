@@ -10,7 +10,7 @@ from django.db import connection
 from django.http import StreamingHttpResponse
 from django.test.utils import CaptureQueriesContext
 
-from sessions.exports import export_json, iter_messages
+from sessions.context.exports import export_json, iter_messages
 from sessions.models import Message, Session
 from tests.api.conftest import assert_error, stored
 

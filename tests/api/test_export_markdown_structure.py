@@ -14,11 +14,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from markdown_it import MarkdownIt
 
-from sessions.checkpoints import create_imported_checkpoint
-from sessions.exports import export_markdown
-from sessions.formats import pretty_arguments
+from sessions.context.checkpoints import create_imported_checkpoint
+from sessions.context.exports import export_markdown
 from sessions.models import Session
-from sessions.notes import add_note
+from sessions.store.notes import add_note
+from sessions.wire.parts import pretty_arguments
 from tests.xss_corpus import PAYLOADS
 
 pytestmark = pytest.mark.django_db

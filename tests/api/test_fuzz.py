@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from sessions.api_keys import create_api_key
-from sessions.append import append_messages
+from sessions.access.api_keys import create_api_key
+from sessions.ingest.append import append_messages
 from sessions.models import Message, Session
 from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests, rate_limits_off and wsgi_host are fixtures
     CHECKS,

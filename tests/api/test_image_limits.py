@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sessions.model_input import refresh_input_tokens
+from sessions.context.figures import refresh_input_tokens
 from sessions.models import Checkpoint, CompactionRun, Message, Session
 from tests.api.conftest import assert_error, stored
 
@@ -125,7 +125,7 @@ def test_the_defaults_are_20_per_message_and_100_per_request(api):
 
 def test_an_import_splits_its_batches_by_the_request_cap_and_refuses_a_message_over_the_message_cap(
         project, caps):
-    from sessions.importers import import_data
+    from sessions.ingest.importers import import_data
 
     report = import_data(project, "ok.json", json.dumps([images("openai", 3)] * 4).encode(), fmt="openai")
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import override_settings
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
 from sessions.models import Message, Project, Session
 from tests.api.conftest import API, assert_error, session_state, stored
 from tests.conftest import IMMEDIATE_TASKS, seeded_for_module

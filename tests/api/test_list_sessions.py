@@ -159,7 +159,7 @@ def test_it_rejects_a_request_without_a_valid_key_with_401(api, seven_sessions, 
 def test_q_finds_a_session_by_a_tag_name_or_the_words_of_a_note_as_the_dashboard_list_does(api, project, other_api):
     from django.contrib.auth import get_user_model
 
-    from sessions.notes import add_note, set_tags
+    from sessions.store.notes import add_note, set_tags
 
     for key in ("tagged", "noted", "plain"):
         api.post(f"/sessions/{key}/messages", {"messages": [{"role": "user", "content": "hello there"}]})

@@ -52,7 +52,7 @@ def test_compaction_completed_carries_lost_count(api, order_session):
 
 def test_an_imported_checkpoint_stores_its_lost_facts_too(api, project):
     api.post("/sessions/imp/messages", {"messages": ORDER_CHAT})
-    from sessions.checkpoints import create_imported_checkpoint
+    from sessions.context.checkpoints import create_imported_checkpoint
     from sessions.models import Session
 
     session = Session.objects.get(project=project, key="imp")

@@ -1,4 +1,4 @@
-"""Every field of a message a client sends (sessions.schemas.MessageIn) is carried to the validated
+"""Every field of a message a client sends (sessions.http.schemas.MessageIn) is carried to the validated
 message, stored, returned by the raw log and exported as it was sent, so an export appends back the
 same message. A field added to MessageIn fails here until it is given a value below, and then fails
 in the place that loses it."""
@@ -8,14 +8,14 @@ from datetime import datetime
 
 import pytest
 
+from sessions.http.schemas import INPUT_ONLY, STORED_AS, MessageIn
 from sessions.models import Message
-from sessions.schemas import INPUT_ONLY, STORED_AS, MessageIn
-from sessions.validation import parse_messages
+from sessions.wire.validation import parse_messages
 
 pytestmark = pytest.mark.django_db
 
 # A value other than its default for every field of MessageIn but the input-only ones, over two
-# messages: which role may carry which field is a rule (sessions.validation).
+# messages: which role may carry which field is a rule (sessions.wire.validation).
 SENT = [
     {"id": "ask-1", "role": "assistant", "content": "Looking it up.", "reasoning": "The order id is known.",
      "tool_calls": [{"id": "call-1", "name": "lookup_order", "arguments": '{"order": "A-17"}'}], "name": "support-bot",
@@ -72,8 +72,8 @@ def test_every_field_sent_is_validated_stored_returned_and_exported_as_sent(api)
         api.get("/sessions/fields/export", query={"format": "jsonl"}).streaming_content).splitlines()]
 
     for i, sent in enumerate(SENT):
-        assert kept(validated[i], sent) == sent, "sessions.validation.new_message (NewMessage)"
-        assert kept(stored[i], sent) == sent, "the Message model (sessions.append.insert_messages)"
+        assert kept(validated[i], sent) == sent, "sessions.wire.validation.new_message (NewMessage)"
+        assert kept(stored[i], sent) == sent, "the Message model (sessions.db.messages.insert_messages)"
         in_raw_log = {name: returned[i].get(name, "<missing>") for name in sent}
         assert read_time(in_raw_log) == read_time(sent), "the raw log (MessageOut)"
         assert export["messages"][i] == sent, "the JSON export (MessageRecord)"

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from sessions.compaction import compact
-from sessions.formats import stored_openai_response
-from sessions.message_edits import update_message
-from sessions.model_input import latest_checkpoint
+from sessions.context.compaction import compact
+from sessions.context.model_input import latest_checkpoint
+from sessions.context.provider_input import stored_openai_response
+from sessions.ingest.message_edits import update_message
 from sessions.models import Message, Session
-from sessions.tokens import count_message
+from sessions.wire.tokens import count_message
 from tests.api.conftest import assert_error
 from tests.builders import openai_input_problems
 from tests.conftest import TRANSCRIPT_FILES
@@ -286,19 +286,19 @@ def test_an_empty_session_has_nothing_to_send_to_either_provider(api):
 @pytest.mark.parametrize("fmt", ["ctxweb", "openai", "anthropic", "openai-responses"])
 def test_the_response_is_what_ninja_renders_from_the_schema(imported_files, fmt):
     """The model input's messages skip the response schema and are written by orjson
-    (sessions.api.model_input_json); every imported transcript's input, in each format, with and without
+    (sessions.http.model_input.model_input_json); every imported transcript's input, in each format, with and without
     a checkpoint, is the JSON value ninja renders from ModelInputOut with them validated and dumped, its
     fields in the same order, and everything but the messages byte for byte the same."""
     from ninja.renderers import JSONRenderer
 
     from ctxweb.api import api as ninja_api
-    from sessions.api_keys import create_api_key
-    from sessions.formats import model_input_response
-    from sessions.recorded_input import build_input
-    from sessions.schemas import ModelInputOut
+    from sessions.access.api_keys import create_api_key
+    from sessions.context.provider_input import model_input_response
+    from sessions.context.recorded_input import build_input
+    from sessions.http.schemas import ModelInputOut
     from tests.api.conftest import Api
 
-    assert type(ninja_api.renderer) is JSONRenderer  # the renderer sessions.api.model_input_json uses
+    assert type(ninja_api.renderer) is JSONRenderer  # the renderer sessions.http.model_input.model_input_json uses
     compared = set()
     for project, _ in imported_files.values():
         api = Api(create_api_key(project, "bytes")[1])
@@ -333,7 +333,7 @@ def test_the_response_is_what_ninja_renders_from_the_schema(imported_files, fmt)
 def test_the_messages_json_is_the_same_value_whichever_writer_took_it(messages):
     """orjson writes the model input's messages; what it refuses goes to the standard library, and
     either way a client reads back exactly what was rendered."""
-    from sessions.api import messages_json
+    from sessions.http.model_input import messages_json
 
     assert json.loads(messages_json(messages)) == messages
 
@@ -343,7 +343,7 @@ def test_the_messages_json_is_the_same_value_whichever_writer_took_it(messages):
     '["\\ud800 escaped alone"]',  # SQLite keeps a lone surrogate escaped; orjson refuses to read it
 ], ids=["escapes", "lone surrogate"])
 def test_stored_json_columns_read_the_same_as_the_standard_library_reads_them(text):
-    from sessions.model_input import _json_values
+    from sessions.context.model_input import _json_values
 
     assert _json_values(text) == json.loads(text)
 
@@ -354,9 +354,10 @@ def test_a_string_content_is_sent_as_stored_and_reads_back_the_same(api):
     the same values as from the input built with every content decoded, whatever the text holds."""
     from django.db import connection
 
-    from sessions.formats import model_input_response
-    from sessions.model_input import StoredText, build_model_input
+    from sessions.context.model_input import build_model_input
+    from sessions.context.provider_input import model_input_response
     from sessions.models import Session
+    from sessions.wire.ctxweb import StoredText
 
     api.put("/sessions/texts", {"compaction": {"auto": False}})
     texts = ["caf\u00e9 \u2013 \U0001f600", '"quoted" \\ \n\t', "", " ", "<b>&amp;</b>", "\\u00e9 written out"]
@@ -381,8 +382,8 @@ def test_a_string_content_is_sent_as_stored_and_reads_back_the_same(api):
 
 
 def test_the_messages_json_writes_stored_text_as_it_is_either_way():
-    from sessions.api import messages_json
-    from sessions.model_input import StoredText
+    from sessions.http.model_input import messages_json
+    from sessions.wire.ctxweb import StoredText
 
     stored = StoredText(json.dumps("caf\u00e9 \ud800"))
     assert messages_json([{"content": stored}]) == b'[{"content":' + stored.json.encode() + b"}]"  # orjson

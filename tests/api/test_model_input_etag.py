@@ -4,7 +4,7 @@ Every change to what the input holds gives a new tag."""
 
 import pytest
 
-from sessions import api as sessions_api
+from sessions.http import model_input as sessions_api
 from tests.api.conftest import assert_error
 from tests.api.test_query_counts import AUTH  # the key with the recent failed keys, the rate-limit UPDATE
 

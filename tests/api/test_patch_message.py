@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from sessions.event_types import (
+from sessions.models import Event, Message
+from sessions.store.event_types import (
     EVENT_ID_BYTES,
     EVENT_KEYS_BYTES,
     EVENT_MAX_BYTES,
@@ -17,8 +18,7 @@ from sessions.event_types import (
     shown_keys,
     stored_size,
 )
-from sessions.events import event_data
-from sessions.models import Event, Message
+from sessions.store.events import event_data
 from tests.api.conftest import assert_error, session_state, stored
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@
 import pytest
 
 from sessions.models import Event, Session
-from sessions.tokens import count_message
+from sessions.wire.tokens import count_message
 from tests.api.conftest import assert_error, session_state, stored, too_big_text
 
 pytestmark = pytest.mark.django_db

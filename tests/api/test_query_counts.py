@@ -1,7 +1,7 @@
 """Query counts of the read endpoints are pinned: they do not grow with the page or the session ("query
 counts are pinned on list endpoints"). Two queries authenticate: the key with its project, read with the
-recent failed keys of the address and the key prefix (sessions/api_keys.py, sessions/throttle.py), and
-the UPDATE that takes from its rate limits (sessions/rate_limits.py), its last_used_at written with them."""
+recent failed keys of the address and the key prefix (sessions/access/api_keys.py, sessions/access/throttle.py), and
+the UPDATE that takes from its rate limits (sessions/access/rate_limits.py), its last_used_at written with them."""
 
 import pytest
 

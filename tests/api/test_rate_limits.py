@@ -1,4 +1,4 @@
-"""Rate limits per API key (sessions/rate_limits.py): a bucket of requests and a bucket of request body
+"""Rate limits per API key (sessions/access/rate_limits.py): a bucket of requests and a bucket of request body
 bytes, each holding a minute's worth. Past either, 429 `rate_limited` with Retry-After, and the request
 does nothing. The buckets live on the key's row, so every web process shares them."""
 
@@ -123,7 +123,7 @@ def test_the_key_row_keeps_the_last_minutes_figures(api, limits):
 
 
 def test_a_key_deleted_while_its_request_was_authenticated_gets_401(api_key, limits, monkeypatch):
-    from sessions import api_keys
+    from sessions.access import api_keys
 
     limits(requests=1)
     real = api_keys.authenticate
@@ -144,7 +144,7 @@ def test_on_sqlite_the_buckets_update_commits_without_waiting_for_the_disk(api, 
     still commits with synchronous=FULL."""
     from django.db import connection
 
-    from sessions import rate_limits
+    from sessions.access import rate_limits
 
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's synchronous pragma")
@@ -170,7 +170,7 @@ def test_on_postgresql_the_buckets_update_commits_without_waiting_for_the_disk_i
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from sessions.rate_limits import admission_sql
+    from sessions.db.api_keys import admission_sql
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's synchronous_commit")
@@ -198,19 +198,19 @@ def test_on_postgresql_the_buckets_update_commits_without_waiting_for_the_disk_i
     assert setting() == "on"
     with transaction.atomic():  # inside a caller's transaction the plain UPDATE: the caller's commit flushes
         with CaptureQueriesContext(connection) as inside:
-            from sessions.rate_limits import admit
+            from sessions.access.rate_limits import admit
 
             admit(key, 10)
         assert "set_config" not in inside[0]["sql"] and setting() == "on"
 
 
 def orm_admission(key: ApiKey, body_bytes: int, now: float, used_at) -> int:
-    """The admitting UPDATE as the ORM built it before it was written as SQL (sessions.rate_limits)."""
+    """The admitting UPDATE as the ORM built it before it was written as SQL (sessions.access.rate_limits)."""
     from django.db.models import F, Value
     from django.db.models.functions import Greatest
     from django.db.models.lookups import LessThanOrEqual
 
-    from sessions.rate_limits import MINUTE, _window, buckets
+    from sessions.access.rate_limits import MINUTE, _window, buckets
 
     amounts = {"requests_refilled_at": 1, "bytes_refilled_at": body_bytes}
     limited = [b for b in buckets() if b.per_minute > 0]
@@ -233,8 +233,8 @@ def test_the_admission_sql_updates_the_key_as_the_orm_did(project, limits, monke
 
     from django.db.models import F
 
-    from sessions import rate_limits
-    from sessions.api_keys import create_api_key
+    from sessions.access import rate_limits
+    from sessions.access.api_keys import create_api_key
 
     limits(requests=requests, bytes=bytes)
     sql_key, orm_key = (create_api_key(project, name)[0] for name in ("sql", "orm"))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sessions import message_sizes
+from sessions.db import message_sizes
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db

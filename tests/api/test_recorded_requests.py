@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.importers import import_data, import_file, import_path
-from sessions.recorded_requests import CapturedRequest, record_requests
+from sessions.ingest.importers import import_data, import_file, import_path
+from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from sessions.models import Event, Message, Session
-from sessions.tokens import count_message
+from sessions.wire.tokens import count_message
 from tests.api.conftest import assert_error, session_state, stored, too_big_text
 from tests.builders import assistant, openai_input_problems, user
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import Bundle, initialize
 from schemathesis.generation.stateful.state_machine import StepInput
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
+from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 from sessions.models import Session
-from sessions.recorded_requests import CapturedRequest, record_requests
 from tests.api.conftest import CONVERSATION
 from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests, rate_limits_off and wsgi_host are fixtures
     CHECKS,

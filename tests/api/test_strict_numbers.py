@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sessions.importers import import_data
+from sessions.ingest.importers import import_data
 from tests.api.conftest import assert_error, stored
 
 pytestmark = pytest.mark.django_db

@@ -115,7 +115,7 @@ def test_another_projects_key_counts_the_same(api, other_api):
 def test_the_text_of_one_count_is_limited_in_total_before_anything_is_tokenized(api, settings, monkeypatch):
     settings.CTXWEB_MAX_TOKEN_COUNT_CHARS = 100
     tokenized = []
-    monkeypatch.setattr("sessions.validation.count_message", lambda *args: tokenized.append(args))
+    monkeypatch.setattr("sessions.wire.validation.count_message", lambda *args: tokenized.append(args))
     messages = [{"role": "user", "content": "x" * 40}, {"role": "assistant", "content": [
         {"type": "text", "text": "y" * 40}]}, {"role": "user", "content": "z" * 30}]
 

@@ -1,4 +1,4 @@
-"""What a trace (GET /api/v1/sessions/{key}/trace, sessions/trace.py) costs, issue 37: a `*` matched in
+"""What a trace (GET /api/v1/sessions/{key}/trace, sessions/context/trace.py) costs, issue 37: a `*` matched in
 linear time, the query bounded, and only a window of each message read around the match."""
 
 import time
@@ -6,8 +6,8 @@ import tracemalloc
 
 import pytest
 
+from sessions.context.trace import MAX_QUERY, MAX_WILDCARDS, trace
 from sessions.models import Message, Session
-from sessions.trace import MAX_QUERY, MAX_WILDCARDS, trace
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 STEP_MARK = "<<<ctxweb-walkthrough-step>>>"

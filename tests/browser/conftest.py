@@ -4,7 +4,7 @@ against pytest-django's `live_server` (the app in a thread on 127.0.0.1).
 Fixtures: `browser` (one Chromium per package run), `page` (a fresh context per test; a module
 that overrides `offline` with True gets pages that reach nothing but the live server), `users`
 (a superuser "admin" and a project member "viewer" with role viewer), `login` (logs a page in: through
-the /login/ form once per process, then with its saved cookies), `demo` (sessions.demo.load_demo) and
+the /login/ form once per process, then with its saved cookies), `demo` (sessions.ingest.demo.load_demo) and
 `shot` (saves a screenshot into
 test-artifacts/screenshots/ at the repository root; a failed test also leaves FAILED-<test>.png there).
 
@@ -27,8 +27,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session as LoginSession
 from django.shortcuts import resolve_url
 
-from sessions.demo import load_demo
-from sessions.members import set_member
+from sessions.access.members import set_member
+from sessions.ingest.demo import load_demo
 from sessions.models import Project
 
 from .stored_data import stored
@@ -166,7 +166,7 @@ def make_users(project) -> dict:
 
 @pytest.fixture
 def demo(project):
-    """The demo data set (sessions.demo.load_demo, seconds to build: built once per process, then its rows
+    """The demo data set (sessions.ingest.demo.load_demo, seconds to build: built once per process, then its rows
     copied back, stored_data.py); returns the default project."""
     stored(project, build_demo)
     return project

@@ -2,10 +2,10 @@
 
 import json
 
-from sessions.append import append_messages
-from sessions.demo import call, long_run_messages
+from sessions.ingest.append import append_messages
+from sessions.ingest.demo import call, long_run_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
 
 ACTOR = "browser-test"
 XSS = "<img src=x onerror=alert(1)><script>alert(2)</script>"

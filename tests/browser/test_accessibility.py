@@ -10,8 +10,8 @@ dark) and 390x844 go to test-artifacts/screenshots/."""
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 
+from sessions.ingest.next_request import build_request
 from sessions.models import ImportJob, Session
-from sessions.next_request import build_request
 
 from .conftest import SCREENSHOTS, sign_in
 from .data import ACTOR, session_url

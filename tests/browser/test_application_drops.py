@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from sessions.importers import import_path
+from sessions.ingest.importers import import_path
 
 from .conftest import sign_in
 from .stored_data import stored

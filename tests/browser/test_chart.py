@@ -6,9 +6,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions.demo import append_long_run, long_run_messages
+from sessions.ingest.demo import append_long_run, long_run_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
 
 from .conftest import SCREENSHOTS, sign_in
 from .data import session_url

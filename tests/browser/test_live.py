@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 
 from .data import session_url, small_session
 from .helpers import mark_page, page_was_reloaded

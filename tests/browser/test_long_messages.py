@@ -4,8 +4,8 @@
 import pytest
 from playwright.sync_api import expect
 
-from sessions.append import append_messages
-from sessions.message_sizes import TEXT_SHOWN
+from sessions.db.message_sizes import TEXT_SHOWN
+from sessions.ingest.append import append_messages
 
 from .data import session_url
 from .helpers import mark_page, page_was_reloaded

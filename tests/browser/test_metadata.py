@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from sessions.importers.runner import import_path
+from sessions.ingest.importers.runner import import_path
 from sessions.models import Session
 
 from .data import session_url

@@ -8,9 +8,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions.append import append_messages
-from sessions.checkpoints import create_imported_checkpoint
-from sessions.message_edits import update_message
+from sessions.context.checkpoints import create_imported_checkpoint
+from sessions.ingest.append import append_messages
+from sessions.ingest.message_edits import update_message
 from sessions.models import Session
 
 from .data import session_url

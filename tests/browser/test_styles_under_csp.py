@@ -12,9 +12,9 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from sessions.inspection import PALETTE
+from sessions.dashboard.inspection import PALETTE
+from sessions.ingest.next_request import build_request
 from sessions.models import Session
-from sessions.next_request import build_request
 
 from .conftest import log_in
 from .data import ACTOR, session_url

@@ -7,7 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
 
 from .data import support_session
 from .helpers import has_class
@@ -117,7 +117,7 @@ def test_copy_link_puts_the_messages_address_on_the_clipboard_and_says_copied(li
 @pytest.mark.parametrize("width,height,scheme", [(1440, 900, "dark"), (390, 844, "light"), (390, 844, "dark")])
 def test_the_support_controls_fit_a_phone_and_the_dark_scheme(live_server, browser, users, sessions, shot, width,
                                                               height, scheme):
-    from sessions.notes import add_note, set_tags
+    from sessions.store.notes import add_note, set_tags
 
     from .conftest import sign_in
 

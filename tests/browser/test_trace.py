@@ -7,10 +7,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
+from sessions.ingest.next_request import build_request
 from sessions.models import Session
-from sessions.next_request import build_request
 from tests.api.test_trace import ORDER_CHAT
 
 from .data import ACTOR, session_url

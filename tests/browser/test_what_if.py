@@ -7,9 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Session
-from sessions.session_store import update_session
 from tests.transcripts import openai_conversations, to_ctxweb
 
 from .data import session_url

@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
 from sessions.models import Session
 from tests.xss_corpus import PAYLOADS, pack
 from tests.xss_seed import TAG, WINDOW_KEY, import_files, seed_corpus
@@ -286,7 +286,7 @@ def test_no_vector_runs_on_the_api_keys_members_and_import_pages(corpus, watch):
 def test_the_checks_catch_vectors_parsed_as_markup(live_server, page):
     """The same checks on a page that renders the corpus as markup, once with our CSP and once without:
     they must fail, or they prove nothing."""
-    from sessions.middleware import ContentSecurityPolicy
+    from sessions.access.middleware import ContentSecurityPolicy
 
     watch = Watch(page, live_server.url)
     body = "".join(f"<div>{p}</div>" for p in PAYLOADS).encode()

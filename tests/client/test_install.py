@@ -1,4 +1,4 @@
-"""The README's way for an application to get the Python client: `pip install --no-deps` of this
+"""How docs/capture-and-import.md has an application get the Python client: `pip install --no-deps` of this
 repository into a fresh virtualenv (no system site-packages, so no Django), then `ctxweb.client`
 imported there, in a process of its own, and called against a live server. The build is pip's usual
 isolated one, so it fetches setuptools from the package index (pip's cache serves it again)."""

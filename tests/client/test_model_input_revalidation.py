@@ -5,7 +5,7 @@ input it remembered, as a fresh copy."""
 import pytest
 
 from ctxweb.client import Client
-from sessions import api as sessions_api
+from sessions.http import model_input as sessions_api
 from tests.client.conftest import LIVE
 
 pytestmark = LIVE

@@ -12,11 +12,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.demo import tiny_png
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
+from sessions.ingest.demo import tiny_png
+from sessions.ingest.session_store import update_session
 from sessions.models import Membership, Session
-from sessions.session_store import update_session
 
 HOST = "127.0.0.1"
 PASSWORD = "correct horse battery staple"

@@ -6,9 +6,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import ApiKey, Event, EventType, Membership, Message, Note
-from sessions.notes import add_note
+from sessions.store.notes import add_note
 
 from .conftest import make_client
 from .dom import parse
@@ -59,7 +59,7 @@ def test_compact_now_under_max_tokens_without_force_is_recorded_as_skipped(edito
 
 
 def test_compact_now_that_completes_adds_a_checkpoint(editor_client, story, project):
-    from sessions.append import append_messages
+    from sessions.ingest.append import append_messages
 
     from .conftest import history_turn
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import ApiKey
 from tests.api.conftest import HOST
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sessions.importers import import_path
+from sessions.ingest.importers import import_path
+from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 from sessions.models import Session
-from sessions.recorded_requests import CapturedRequest, record_requests
 
 from .conftest import session_url
 from .dom import parse

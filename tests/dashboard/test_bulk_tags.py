@@ -4,9 +4,9 @@ ticked, all or nothing, one TAGS_CHANGED event per session changed, as single ta
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
 from sessions.models import Event, Session
-from sessions.notes import set_tags, tag_names
+from sessions.store.notes import set_tags, tag_names
 
 from .conftest import HOST, make_client
 from .dom import parse
@@ -104,7 +104,7 @@ def test_a_session_of_another_project_makes_it_a_404_and_tags_none_of_them(viewe
 
 
 def test_a_role_that_may_not_annotate_gets_403_and_nothing_changes(viewer_client, three, monkeypatch):
-    from sessions import access
+    from sessions.access import permissions as access
 
     monkeypatch.setitem(access.ACTIONS, "annotate", access.Role.EDITOR)
     assert post(viewer_client, [three["one"]], "vip").status_code == 403

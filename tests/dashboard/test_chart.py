@@ -4,10 +4,10 @@ shows, drop markers that are named links, and the point the page shows when it i
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.demo import append_long_run, long_run_messages
-from sessions.inspection import checkpoints_of, page_layout
+from sessions.context.explain import checkpoints_of, page_layout
+from sessions.ingest.demo import append_long_run, long_run_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
 
 from .conftest import session_url
 from .dom import parse

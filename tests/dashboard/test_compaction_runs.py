@@ -4,12 +4,11 @@ a run that keeps failing is seen with why; "Compact now" goes through the backgr
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.compaction import compact_if_needed
-from sessions.compaction_runs import sweep_compaction_runs
+from sessions.context.compaction_runs import compact_if_needed, sweep_compaction_runs
+from sessions.context.summarizers import SUMMARIZERS
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import CompactionRun
-from sessions.session_store import update_session
-from sessions.summarizers import SUMMARIZERS
 from tests.builders import assistant, user
 
 from .conftest import session_url

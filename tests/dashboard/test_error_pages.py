@@ -7,7 +7,7 @@ import pytest
 from django.test import RequestFactory, override_settings
 from django.urls import reverse
 
-from sessions import error_pages, views
+from sessions.dashboard import error_pages, views
 
 from .conftest import make_client
 from .dom import parse

@@ -1,6 +1,6 @@
 """What the pages show of event data: a bounded excerpt, and a link to the event's whole record (its
 JSON view, access-checked like the session page). Event data itself is bounded: a MESSAGE_UPDATED
-event summarises an attributes change (sessions/event_types.py), old rows included."""
+event summarises an attributes change (sessions/store/event_types.py), old rows included."""
 
 import hashlib
 import importlib
@@ -8,10 +8,10 @@ import json
 
 from django.apps import apps
 
-from sessions.event_types import RequestBuilt
-from sessions.events import event_data
-from sessions.message_edits import update_message
+from sessions.ingest.message_edits import update_message
 from sessions.models import Event, EventType
+from sessions.store.event_types import RequestBuilt
+from sessions.store.events import event_data
 from sessions.templatetags.ctxweb import EVENT_SHOWN_CHARS, event_excerpt
 
 from .dom import parse

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
 from sessions.models import Message
 
 from .conftest import HIDDEN_TEXT, SYSTEM_TEXT
@@ -106,7 +106,7 @@ def test_exporting_an_unknown_session_is_404(viewer_client, story):
 @pytest.fixture
 def annotated(story, viewer_user, editor_user):
     """The story with two tags, a note on the session and two notes on its tool result, one edited."""
-    from sessions.notes import add_note, edit_note, set_tags
+    from sessions.store.notes import add_note, edit_note, set_tags
 
     set_tags(story.session, viewer_user, ["refund", "needs-review"])
     add_note(story.session, viewer_user, "Customer called twice about this.")
@@ -164,7 +164,7 @@ def test_a_session_without_tags_or_notes_downloads_empty_lists(viewer_client, st
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
 def test_an_annotated_download_imports_back_without_its_tags_and_notes(viewer_client, annotated, other_project, fmt):
-    from sessions.importers.runner import import_data
+    from sessions.ingest.importers.runner import import_data
     from sessions.models import Note
 
     data = body(viewer_client.get(export_url(annotated, fmt)))

@@ -1,10 +1,10 @@
 """The fragments the session page refreshes with htmx: new messages (live), the size chart and the
 event history (new messages appear without a reload; compactions show as drops)."""
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
 from sessions.models import Event
-from sessions.notes import add_note
+from sessions.store.notes import add_note
 
 from .dom import parse
 
@@ -101,7 +101,7 @@ def test_the_chart_shows_a_skipped_or_failed_compaction_as_no_drop(viewer_client
 
 
 def test_the_chart_of_a_session_without_history_says_so(viewer_client, project):
-    from sessions.session_store import update_session
+    from sessions.ingest.session_store import update_session
 
     update_session(project, "empty", {"title": "nothing yet"}, "test")
     response = viewer_client.get("/p/default/s/empty/chart/")

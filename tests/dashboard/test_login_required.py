@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.urls import get_resolver, resolve, reverse
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import ApiKey, Event, ImportJob, Membership, Message, Note
 
 from .conftest import session_url
@@ -59,8 +59,8 @@ def _actions(story, note, api_key):
 
 @pytest.fixture
 def things(story, viewer_user, project):
-    from sessions.next_request import build_request
-    from sessions.notes import add_note
+    from sessions.ingest.next_request import build_request
+    from sessions.store.notes import add_note
 
     note = add_note(story.session, viewer_user, "a note", story.result)
     ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed", stored_name="x.upload")

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessions import throttle
-from sessions.api_keys import create_api_key
+from sessions.access import throttle
+from sessions.access.api_keys import create_api_key
 from sessions.models import AuthFailure
 from tests.conftest import AUTH_FAILURE_LIMIT, AUTH_FAILURE_WINDOW
 

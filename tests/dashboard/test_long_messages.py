@@ -9,8 +9,8 @@ import pytest
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.message_sizes import FIELD_SHOWN, TEXT_SHOWN
+from sessions.db.message_sizes import FIELD_SHOWN, TEXT_SHOWN
+from sessions.ingest.append import append_messages
 from sessions.models import Project, Session
 from tests.conftest import seeded_for_module
 

@@ -4,7 +4,7 @@ badges and explanations that link to what they name, the go-to box, and the side
 import pytest
 from django.urls import reverse
 
-from sessions.message_edits import update_message
+from sessions.ingest.message_edits import update_message
 
 from .conftest import build_story
 from .dom import parse

@@ -4,7 +4,7 @@ with the person as actor; notes show where they belong; only the author edits or
 from django.urls import reverse
 
 from sessions.models import Event, EventType, Note, Tag
-from sessions.notes import add_note
+from sessions.store.notes import add_note
 
 from .dom import parse
 
@@ -176,7 +176,7 @@ def test_changing_tags_records_what_was_added_and_removed(viewer_client, story):
 
 
 def test_tags_show_on_the_list_and_filter_it(viewer_client, story, project):
-    from sessions.append import append_messages
+    from sessions.ingest.append import append_messages
 
     append_messages(project, "untagged", [{"role": "user", "content": "hi"}], "test")
     viewer_client.post(tags_url(story), {"tags": "needs-review"})

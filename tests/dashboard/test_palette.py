@@ -1,15 +1,15 @@
-"""Checkpoint colours: sessions.inspection.PALETTE says how many there are, the stylesheet defines
+"""Checkpoint colours: sessions.dashboard.inspection.PALETTE says how many there are, the stylesheet defines
 exactly that many (cp-0 to cp-N), and checkpoints past the last colour start again at the first."""
 
 import re
 
 from django.conf import settings
 
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.inspection import PALETTE
+from sessions.context.compaction import compact
+from sessions.dashboard.inspection import PALETTE
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
 
 from .conftest import history_turn, session_url
 from .dom import parse

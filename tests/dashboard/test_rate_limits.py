@@ -1,4 +1,4 @@
-"""The dashboard's per-user rate limits (security issue 37, item 5; sessions/dashboard_limits.py): a
+"""The dashboard's per-user rate limits (security issue 37, item 5; sessions/access/dashboard_limits.py): a
 logged-in member's requests, and the CPU-heavy ones (previews, traces, exports, searches), are bounded per
 minute like an API key's; past the bound the answer is a 429 page saying when to come back, with
 Retry-After, and the request does nothing."""

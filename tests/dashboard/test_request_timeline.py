@@ -73,7 +73,7 @@ def test_other_sessions_pages_have_no_timeline(viewer_client, story):
 
 def test_the_page_reads_the_requests_in_a_fixed_number_of_queries_however_many(viewer_client, project):
     """The timeline reads the requests once (tests/test_request_timeline.py); the raw log's explain reads
-    the latest request and the drops (sessions.explain.request_history): at most 4, for 3 or 30 requests."""
+    the latest request and the drops (sessions.context.explain.request_history): at most 4, for 3 or 30 requests."""
     few, many = orm_session(project, "few", requests=3), orm_session(project, "many", requests=30)
     counts, request_reads = [], []
     for session in (few, many):
@@ -156,7 +156,7 @@ def test_many_requests_link_from_the_table_only(viewer_client, project):
 def test_the_diff_lists_the_application_s_edits_of_raw_messages(viewer_client, project):
     from datetime import UTC, datetime, timedelta
 
-    from sessions.recorded_requests import CapturedRequest, record_requests
+    from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 
     t0 = datetime(2026, 12, 1, tzinfo=UTC)
     call = {"role": "assistant", "content": None, "tool_calls": [

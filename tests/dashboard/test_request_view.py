@@ -3,9 +3,9 @@ request's unpersisted messages counted but never shown (their content was not st
 
 from django.urls import reverse
 
+from sessions.ingest.next_request import build_request
 from sessions.models import Event, EventType
-from sessions.next_request import build_request
-from sessions.tokens import count_message
+from sessions.wire.tokens import count_message
 
 from .dom import parse
 

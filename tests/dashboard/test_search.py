@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
 from sessions.models import Message, Session
-from sessions.search import SearchFilters, search_messages
+from sessions.store.search import SearchFilters, search_messages
 
 from .dom import parse
 
@@ -263,9 +263,9 @@ def test_the_database_in_use_has_its_full_text_index(db):
 def test_search_finds_a_message_stored_after_every_migration(db):
     """Each migration that makes SQLite rebuild the message table drops its triggers; the full-text
     index must still follow new messages once every migration has run (the test database is migrated)."""
-    from sessions.append import append_messages
+    from sessions.ingest.append import append_messages
     from sessions.models import Project
-    from sessions.search import SearchFilters, search_messages
+    from sessions.store.search import SearchFilters, search_messages
 
     project = Project.objects.get_or_create(name="search-after-migrations")[0]
     append_messages(project, "after", [{"role": "user", "content": "a quokka in zanzibar"}])

@@ -5,10 +5,10 @@ API's list. On SQLite and PostgreSQL."""
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
+from sessions.ingest.append import append_messages
 from sessions.models import Session
-from sessions.notes import add_note, set_tags
-from sessions.search import SearchFilters, search, search_messages, search_notes
+from sessions.store.notes import add_note, set_tags
+from sessions.store.search import SearchFilters, search, search_messages, search_notes
 
 from .conftest import make_client
 from .dom import parse

@@ -7,10 +7,11 @@ import json
 import pytest
 from django.urls import reverse
 
-from sessions.model_input import build_model_input, layout_model_input, refresh_input_tokens
+from sessions.context.figures import refresh_input_tokens
+from sessions.context.model_input import build_model_input, layout_model_input
 from sessions.models import EventType, Role, Session, Tag
-from sessions.notes import set_tags
-from sessions.tokens import count_message
+from sessions.store.notes import set_tags
+from sessions.wire.tokens import count_message
 
 from .dom import parse
 

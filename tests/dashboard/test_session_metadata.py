@@ -9,11 +9,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.importers.runner import import_path
+from sessions.dashboard.session_metadata import FOLD_CHARS, relatives
+from sessions.ingest.append import append_messages
+from sessions.ingest.importers.runner import import_path
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_metadata import FOLD_CHARS, relatives
-from sessions.session_store import update_session
 
 from .conftest import session_url
 from .dom import parse

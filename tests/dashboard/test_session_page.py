@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions.append import append_messages
-from sessions.demo import long_run_messages
+from sessions.ingest.append import append_messages
+from sessions.ingest.demo import long_run_messages
 from sessions.models import Checkpoint, Project, Session
 from tests.conftest import seeded_for_module
 
@@ -226,7 +226,7 @@ def test_over_max_tokens_the_meter_is_full_and_the_threshold_moves_in(viewer_cli
 
 def oversized_turn_session(project, key, current_turn_words: int):
     """An earlier turn and a current turn of a tool loop, auto compaction off, max_tokens 300."""
-    from sessions.session_store import update_session
+    from sessions.ingest.session_store import update_session
 
     update_session(project, key, {"compaction": {"max_tokens": 300, "keep_recent_tokens": 100, "auto": False}}, "t")
     append_messages(project, key, [
@@ -241,8 +241,8 @@ def oversized_turn_session(project, key, current_turn_words: int):
 
 
 def test_the_page_says_when_the_current_turn_alone_is_over_max_tokens(viewer_client, project):
-    from sessions.compaction import current_turn
-    from sessions.model_input import stored_layout
+    from sessions.context.compaction import current_turn
+    from sessions.context.model_input import stored_layout
 
     session = oversized_turn_session(project, "long-turn", current_turn_words=400)
     turn = current_turn(stored_layout(session))
@@ -398,7 +398,7 @@ def test_a_50_and_a_3000_message_session_page_issue_the_same_number_of_queries(v
 
 
 def test_compacted_50_and_3000_message_session_pages_issue_the_same_number_of_queries(viewer_client, small_session, big_session):
-    from sessions.compaction import compact
+    from sessions.context.compaction import compact
 
     for session in (small_session, big_session):
         assert compact(session, force=True, keep_recent_tokens=300).status == "completed"
@@ -418,7 +418,7 @@ def test_a_session_with_special_characters_in_its_key_opens_and_links_correctly(
 
 
 def test_an_empty_session_opens(viewer_client, project):
-    from sessions.session_store import update_session
+    from sessions.ingest.session_store import update_session
 
     update_session(project, "empty", {"title": "Nothing yet"}, "t")
     doc = parse(viewer_client.get("/p/default/s/empty/"))

@@ -8,11 +8,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.notes import set_tags
-from sessions.session_store import update_session
+from sessions.store.notes import set_tags
 
 from .conftest import make_client
 from .dom import parse

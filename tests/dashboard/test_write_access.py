@@ -25,11 +25,11 @@ from django.test import override_settings
 from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
-from sessions.api_keys import create_api_key
-from sessions.compaction_runs import request_compaction
+from sessions.access.api_keys import create_api_key
+from sessions.context.compaction_runs import request_compaction
+from sessions.ingest.next_request import build_request
 from sessions.models import AuthFailure, ImportJob, Membership, Project, RecordedRequest
-from sessions.next_request import build_request
-from sessions.notes import add_note
+from sessions.store.notes import add_note
 from tests.conftest import IMMEDIATE_TASKS, seeded_for_module
 
 from .conftest import build_other_session, build_story, create_user, make_client

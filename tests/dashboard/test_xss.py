@@ -7,12 +7,12 @@ import json
 import pytest
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.context.compaction import compact
+from sessions.ingest.append import append_messages
+from sessions.ingest.next_request import build_request
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.next_request import build_request
-from sessions.notes import add_note
-from sessions.session_store import update_session
+from sessions.store.notes import add_note
 
 from .conftest import session_url
 from .dom import parse

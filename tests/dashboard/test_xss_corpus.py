@@ -17,9 +17,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.urls import reverse
 
-from sessions.api_keys import create_api_key
-from sessions.import_jobs import run_job
-from sessions.members import set_member
+from sessions.access.api_keys import create_api_key
+from sessions.access.members import set_member
+from sessions.ingest.import_jobs import run_job
 from sessions.models import ImportJob, Message, Project
 from tests.xss_corpus import IDS, PAYLOADS, VECTORS, has_markup, pack
 from tests.xss_seed import (

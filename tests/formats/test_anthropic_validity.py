@@ -8,8 +8,8 @@ conversations make sure each rule is met where it matters. A point with nothing 
 
 import pytest
 
-from sessions.formats import NothingToSend, check_something_to_send, render_model_input
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.context.provider_input import NothingToSend, check_something_to_send, render_model_input
 from sessions.models import Project, Session
 from tests.anthropic_rules import anthropic_request_problems
 from tests.builders import call

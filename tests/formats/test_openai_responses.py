@@ -8,15 +8,15 @@ import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.demo import tiny_png
-from sessions.formats import render_model_input, to_openai_responses
-from sessions.importers import import_file
-from sessions.importers.openai_responses import ItemError, convert_items
-from sessions.model_input import build_model_input
+from sessions.context.compaction import compact
+from sessions.context.model_input import build_model_input
+from sessions.context.provider_input import render_model_input
+from sessions.ingest.append import append_messages
+from sessions.ingest.demo import tiny_png
+from sessions.ingest.importers import import_file
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
+from sessions.wire.openai_responses import ItemError, convert_items, to_openai_responses
 from tests.responses_input import responses_input_problems
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sessions.formats import model_input_response
-from sessions.importers import import_file
-from sessions.message_edits import update_message
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.context.provider_input import model_input_response
+from sessions.ingest.importers import import_file
+from sessions.ingest.message_edits import update_message
 from sessions.models import Session
-from sessions.validation import count_openai_messages
+from sessions.wire.validation import count_openai_messages
 from tests.builders import openai_input_problems
 from tests.test_projection_properties import anthropic_problems
 

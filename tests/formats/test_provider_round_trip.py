@@ -3,11 +3,11 @@ the same model input, on every real transcript in tests/data (imported by the re
 
 import pytest
 
-from sessions.append import append_messages
-from sessions.formats import render_model_input
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.context.provider_input import render_model_input
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Session
-from sessions.session_store import update_session
 from tests.conftest import TRANSCRIPT_FILES
 
 FILES = [p for p in TRANSCRIPT_FILES if p.suffix in (".json", ".jsonl")]

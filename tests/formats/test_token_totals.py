@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from sessions.formats import model_input_response
-from sessions.importers import import_file
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.context.provider_input import model_input_response
+from sessions.ingest.importers import import_file
 from sessions.models import Session
-from sessions.validation import count_openai_messages
+from sessions.wire.validation import count_openai_messages
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"
 FILES = sorted(p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl"))

@@ -7,11 +7,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from sessions.formats import to_anthropic, to_openai
-from sessions.importers import import_data
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.context.recorded_input import build_input
+from sessions.ingest.importers import import_data
 from sessions.models import Event, Membership, Message, Session
-from sessions.recorded_input import build_input
+from sessions.wire.anthropic import to_anthropic
+from sessions.wire.openai import to_openai
 from tests.builders import openai_input_problems
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sessions.demo import tiny_png
-from sessions.importers import parse_transcript
+from sessions.ingest.demo import tiny_png
+from sessions.ingest.importers import parse_transcript
 from sessions.models import Message, Session
 from tests.importers.conftest import anthropic_input, jsonl, openai_input, stored
 

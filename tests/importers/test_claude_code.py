@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from sessions.explain import explain_messages
-from sessions.importers import import_file
-from sessions.model_input import Reason, build_model_input, summary_message_text
+from sessions.context.explain import explain_messages
+from sessions.context.model_input import Reason, build_model_input, summary_message_text
+from sessions.ingest.importers import import_file
 from sessions.models import Checkpoint, Event, EventType, Membership, Session
 from tests.importers.conftest import anthropic_input, client_for, counts, jsonl, openai_input, stored
 

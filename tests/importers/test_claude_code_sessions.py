@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.importers import import_file
+from sessions.ingest.importers import import_file
 from sessions.models import Event, Session
 from tests.importers.conftest import counts, jsonl
 

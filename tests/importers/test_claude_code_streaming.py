@@ -5,10 +5,10 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from sessions.importers import import_path, runner
-from sessions.importers.base import ImportedCheckpoint
-from sessions.importers.stream import open_stream
+from sessions.ingest.importers import import_path, runner
+from sessions.ingest.importers.stream import open_stream
 from sessions.models import Checkpoint, Message, Session
+from sessions.wire.parsed import ImportedCheckpoint
 from tests.importers.conftest import counts, jsonl
 from tests.importers.test_claude_code import COMPACT_SUMMARY, assistant, boundary, user
 from tests.importers.test_claude_code_sessions import split_files  # noqa: F401 (a fixture)

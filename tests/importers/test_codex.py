@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from sessions.explain import explain_messages
-from sessions.importers import import_file
-from sessions.importers.detect import detect, load
-from sessions.model_input import Reason, build_model_input, summary_message_text
+from sessions.context.explain import explain_messages
+from sessions.context.model_input import Reason, build_model_input, summary_message_text
+from sessions.ingest.importers import import_file
+from sessions.ingest.importers.detect import detect, load
 from sessions.models import Checkpoint, Session
 from tests.importers.conftest import counts, jsonl, openai_input, stored
 

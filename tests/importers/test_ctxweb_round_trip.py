@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.demo import tiny_png
-from sessions.exports import export_json, export_jsonl
+from sessions.context.compaction import compact
+from sessions.context.exports import export_json, export_jsonl
+from sessions.ingest.append import append_messages
+from sessions.ingest.demo import tiny_png
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Message, Session
-from sessions.session_store import update_session
 from tests.importers.conftest import counts, openai_input
 
 PARAGRAPH = "The customer asked about rebooking flight TP1351 because of the strike, twice. " * 6

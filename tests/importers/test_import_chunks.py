@@ -16,16 +16,17 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.utils import timezone
 
-from sessions import import_jobs, leases
-from sessions.api_keys import create_api_key
-from sessions.append import append_messages
-from sessions.compaction import compact
+from sessions.access.api_keys import create_api_key
+from sessions.context.compaction import compact
+from sessions.context.exports import export_json
 from sessions.errors import Conflict
-from sessions.exports import export_json
-from sessions.import_jobs import create_job, run_job
-from sessions.importers import import_data, import_path, runner
+from sessions.ingest import import_jobs
+from sessions.ingest.append import append_messages
+from sessions.ingest.import_jobs import create_job, run_job
+from sessions.ingest.importers import import_data, import_path, runner
+from sessions.ingest.session_store import get_session
 from sessions.models import Event, EventType, ImportJob, Message, RecordedRequest, Session
-from sessions.session_store import get_session
+from sessions.store import leases
 from tests.api.conftest import Api
 from tests.importers.conftest import jsonl
 from tests.importers.test_import_streaming import conversation_lines

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 
-from sessions.importers import ImportSummary
+from sessions.ingest.importers import ImportSummary
 from sessions.management.commands.import_transcripts import Progress
 from sessions.models import SESSION_KEY_RE, Session
 from tests.importers.conftest import counts, long_name
@@ -141,7 +141,7 @@ def test_on_a_terminal_the_bar_is_redrawn_in_place():
 
 
 def test_an_unexpected_error_in_one_file_does_not_stop_the_others(project, monkeypatch):
-    from sessions.importers import runner
+    from sessions.ingest.importers import runner
 
     real = runner.parse_transcript
 

@@ -22,8 +22,8 @@ import django
 django.setup()
 from django.conf import settings
 from django.db import connection
-from sessions.append import append_messages
-from sessions.importers import import_path
+from sessions.ingest.append import append_messages
+from sessions.ingest.importers import import_path
 from sessions.models import Project
 from pathlib import Path
 

@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
-from sessions.import_jobs import create_job
+from sessions.ingest.import_jobs import create_job
 from sessions.models import ImportJob, Membership, Session
 from tests.importers.conftest import client_for
 

@@ -12,11 +12,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from sessions.append import append_messages
-from sessions.compaction import compact
-from sessions.exports import export_json
+from sessions.context.compaction import compact
+from sessions.context.exports import export_json
+from sessions.ingest.append import append_messages
+from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, ImportJob, Membership, Message, Session
-from sessions.session_store import update_session
 from tests.importers.conftest import client_for, openai_input
 
 LIVE = [{"id": "u1", "role": "user", "content": "Where is my order 4471?"},

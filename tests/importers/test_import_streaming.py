@@ -11,14 +11,14 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
-from sessions.append import append_messages
 from sessions.errors import Conflict
-from sessions.import_jobs import create_job, run_job
-from sessions.importers import import_path, runner
-from sessions.importers.stream import open_stream
+from sessions.ingest.append import append_messages
+from sessions.ingest.import_jobs import create_job, run_job
+from sessions.ingest.importers import import_path, runner
+from sessions.ingest.importers.stream import open_stream
+from sessions.ingest.session_store import get_session
 from sessions.models import ImportJob, Membership, Message, Project, Session
-from sessions.search import SearchFilters, search_messages
-from sessions.session_store import get_session
+from sessions.store.search import SearchFilters, search_messages
 from tests.importers.conftest import client_for, counts
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts"

@@ -10,8 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from sessions.import_jobs import create_job, sweep_import_jobs
-from sessions.importers import runner
+from sessions.ingest.import_jobs import create_job, sweep_import_jobs
+from sessions.ingest.importers import runner
 from sessions.models import ImportJob, Message, Session
 from tests.importers.test_import_streaming import conversation_lines
 from tests.workers import kill, start_worker, wait_until, worker

@@ -1,11 +1,11 @@
-"""sessions.checkpoints.create_imported_checkpoint: a compaction made elsewhere, recreated over the
+"""sessions.context.checkpoints.create_imported_checkpoint: a compaction made elsewhere, recreated over the
 raw log with the same bookkeeping as one ctxweb made itself."""
 
 import pytest
 
-from sessions.checkpoints import create_imported_checkpoint
+from sessions.context.checkpoints import create_imported_checkpoint
+from sessions.context.model_input import build_model_input, summary_message_tokens
 from sessions.errors import Conflict, DomainError
-from sessions.model_input import build_model_input, summary_message_tokens
 from sessions.models import Event, EventType, Session
 from tests.builders import assistant, call, tool, user
 

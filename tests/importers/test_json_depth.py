@@ -14,9 +14,9 @@ from django.core.management import CommandError, call_command
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions.importers import import_file
+from sessions.ingest.importers import import_file
 from sessions.models import Message, Session
-from sessions.validation import Nesting, nested_too_deep
+from sessions.wire.json_body import Nesting, nested_too_deep
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sessions.importers import parse_transcript
+from sessions.ingest.importers import parse_transcript
 from sessions.models import Message, Session
 from tests.importers.conftest import jsonl, openai_input, stored
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from sessions.formats import to_openai_responses
-from sessions.importers import parse_transcript
-from sessions.importers.detect import detect, load
-from sessions.model_input import build_model_input
+from sessions.context.model_input import build_model_input
+from sessions.ingest.importers import parse_transcript
+from sessions.ingest.importers.detect import detect, load
 from sessions.models import Session
+from sessions.wire.openai_responses import to_openai_responses
 from tests.importers.conftest import counts, jsonl, stored
 from tests.responses_input import responses_input_problems
 

@@ -1,6 +1,6 @@
-"""Request logs (sessions.importers.request_log): JSONL of Chat Completions request bodies with their
+"""Request logs (sessions.ingest.importers.request_log): JSONL of Chat Completions request bodies with their
 responses, imported through `import_transcripts`, the upload form and the runner into recorded requests
-(sessions.recorded_requests), so the conversation and what the application dropped are rebuilt from them."""
+(sessions.ingest.recorded_requests), so the conversation and what the application dropped are rebuilt from them."""
 
 import json
 from pathlib import Path
@@ -10,8 +10,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
-from sessions.importers import import_path, parse_transcript
-from sessions.inspection import with_explanations
+from sessions.context.explain import with_explanations
+from sessions.ingest.importers import import_path, parse_transcript
 from sessions.models import Membership, RecordedRequest, Session
 from tests.importers.conftest import client_for, jsonl
 

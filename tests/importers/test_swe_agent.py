@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.importers import import_file, parse_transcript
+from sessions.ingest.importers import import_file, parse_transcript
 from sessions.models import Message, Session
 from tests.importers.conftest import anthropic_input, jsonl, openai_input, stored
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sessions.importers import import_file
-from sessions.importers.swe_agent import apply_processors
-from sessions.inspection import with_explanations
+from sessions.context.explain import with_explanations
+from sessions.context.recorded_input import build_input
+from sessions.ingest.importers import import_file
+from sessions.ingest.importers.swe_agent import apply_processors
 from sessions.models import RecordedRequest, Session
-from sessions.recorded_input import build_input
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "transcripts" / "swe-agent"
 MARSHMALLOW = DATA / "marshmallow-1867_window100_last_n_observations.traj"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.importers import import_file
+from sessions.ingest.importers import import_file
 from sessions.models import Message, Session
 from tests.importers.conftest import anthropic_input
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sessions.explain import explain_messages
-from sessions.importers import FORMATS, import_file, swe_agent
-from sessions.model_input import Reason, build_model_input
+from sessions.context.explain import explain_messages
+from sessions.context.model_input import Reason, build_model_input
+from sessions.ingest.importers import FORMATS, import_file, swe_agent
 from sessions.models import Session
 from tests.importers.conftest import counts, openai_input, stored
 

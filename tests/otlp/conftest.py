@@ -1,6 +1,6 @@
 import pytest
 
-from sessions.api_keys import create_api_key, revoke
+from sessions.access.api_keys import create_api_key, revoke
 
 
 @pytest.fixture

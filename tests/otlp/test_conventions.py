@@ -1,4 +1,4 @@
-"""Spans of LLM calls in both conventions become OpenAI Chat Completions messages (sessions.otlp)."""
+"""Spans of LLM calls in both conventions become OpenAI Chat Completions messages (sessions.ingest.otlp)."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions.otlp import MalformedSpan, captured_request
+from sessions.ingest.otlp import MalformedSpan, captured_request
 from tests.otlp.spans import SECOND, T0, TRACE, openinference, span
 
 WEATHER_CALL = {"id": "call_1", "type": "function",

@@ -1,7 +1,7 @@
 """The real producers: the `openai` package calling an OpenAI-compatible server on loopback, instrumented
 with openinference-instrumentation-openai or opentelemetry-instrumentation-openai-v2, exporting with
 opentelemetry-exporter-otlp-proto-http to a live ctxweb configured only through the OTEL_* environment
-variables the README gives. What ctxweb stores is compared with what the client sent, byte for byte."""
+variables docs/capture-and-import.md gives. What ctxweb stores is compared with what the client sent, byte for byte."""
 
 import copy
 import json
@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxweb.client import Client
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.models import Project, RecordedRequest, Session
 from tests.otlp.chat_server import ChatServer
 
@@ -88,7 +88,7 @@ def chat_server():
 
 @pytest.fixture
 def exporter(live_server, secret, monkeypatch):
-    """The OTLP/HTTP exporter, configured the way the README says: environment variables only."""
+    """The OTLP/HTTP exporter, configured the way docs/capture-and-import.md says: environment variables only."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", live_server.url)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer {secret}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")

@@ -14,7 +14,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from sessions import otlp, rate_limits
+from sessions.access import rate_limits
+from sessions.ingest import otlp
 from sessions.models import ApiKey, RecordedRequest, Session
 from tests.otlp.spans import SECOND, T0, as_otlp_json, export, openinference, span
 from tests.otlp.test_receiver import ANSWER, HELLO, answer, post, status
@@ -119,7 +120,7 @@ def test_a_gzip_bomb_is_413_having_unpacked_no_more_than_the_limit(api_key, monk
         def __getattr__(self, name):
             return getattr(self.inflater, name)
 
-    monkeypatch.setattr(otlp.zlib, "decompressobj", Counting)
+    monkeypatch.setattr(otlp.decode.zlib, "decompressobj", Counting)
     assert post(gzip.compress(b"warm-up"), api_key, **GZIP).status_code == 400  # what a first request imports
     produced.clear()
 

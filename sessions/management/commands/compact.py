@@ -1,9 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.compaction import work_off_backlog
+from sessions.context.compaction import work_off_backlog
 from sessions.errors import DomainError
+from sessions.ingest.session_store import get_session
 from sessions.models import Project
-from sessions.session_store import get_session
 
 
 class Command(BaseCommand):

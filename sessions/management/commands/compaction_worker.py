@@ -1,5 +1,5 @@
 """The background worker: django-tasks-db's `db_worker`, plus the sweep that keeps compaction runs and
-import jobs alive (sessions/compaction_runs.py, sessions/import_jobs.py): at start, and every
+import jobs alive (sessions/context/compaction_runs.py, sessions/ingest/import_jobs.py): at start, and every
 CTXWEB_COMPACTION_SWEEP_INTERVAL seconds, runs and jobs cut off by a killed worker go back to the queue.
 Run as many as you like, on as many machines as you like, against one database: a run is claimed by one of
 them only.
@@ -19,10 +19,10 @@ from django.db import DatabaseError, connection, connections
 from django.utils.autoreload import DJANGO_AUTORELOAD_ENV
 from django_tasks_db.management.commands import db_worker
 
-from sessions.compaction_runs import sweep_compaction_runs
-from sessions.import_jobs import sweep_import_jobs
+from sessions.context.compaction_runs import sweep_compaction_runs
+from sessions.ingest.import_jobs import sweep_import_jobs
 
-logger = logging.getLogger("sessions.compaction_runs")
+logger = logging.getLogger("sessions.context.compaction_runs")
 RETRY_FIRST, RETRY_MAX = 1.0, 30.0  # seconds the worker waits after a database error, doubling
 
 

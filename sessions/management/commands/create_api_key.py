@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 from sessions.errors import DomainError
 from sessions.models import Project
 

@@ -5,8 +5,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.demo import load_demo
-from sessions.members import set_member
+from sessions.access.members import set_member
+from sessions.ingest.demo import load_demo
 from sessions.models import Project
 
 DEV_PASSWORD = "ctxweb-demo"

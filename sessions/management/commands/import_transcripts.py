@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.importers import FORMATS, ImportSummary, collect_files, import_file
-from sessions.importers.runner import SUFFIXES
+from sessions.ingest.importers import FORMATS, ImportSummary, collect_files, import_file
+from sessions.ingest.importers.runner import SUFFIXES
 from sessions.models import Project
 
 BAR_WIDTH = 24

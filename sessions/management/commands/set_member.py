@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from sessions.access.members import ROLES, remove_member, set_member
 from sessions.errors import DomainError
-from sessions.members import ROLES, remove_member, set_member
 from sessions.models import Project
 
 

@@ -1,0 +1,306 @@
+"""Trace a fact: every stored message of a session that holds a string, whether each is in the model
+input now (and why not), which checkpoints cover it and whether their summaries carry the string, and
+the first request that no longer carried it; answered in one sentence on top.
+
+The messages are found by the database (a bounded, case-insensitive match on the stored text and tool
+calls), never by loading the log into Python; of each, only a window around the match is read.
+
+What a member types costs time in proportion to the text it is matched against (issue 37). A string
+is found by a substring search (instr on SQLite, strpos on PostgreSQL, in the upper-cased text as
+icontains did): LIKE '%…%' tries the whole query again at every character, 0.4 s for 200 characters
+over a megabyte on SQLite. A `*` is matched by RE2 in Python (the summaries) and on SQLite
+(ctxweb_glob_at, registered on the connection by the trace), not by Django's REGEXP, which runs
+Python's backtracking `re` (a*a*a*b took 15 s over 400 characters); on PostgreSQL by its own regular
+expressions (a*a*a*a*a*a*a*a*b over a million characters: 18 ms). A query holds at most MAX_QUERY
+characters and MAX_WILDCARDS stars."""
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+import re2
+from django.db import connections
+from django.db.models import Case, F, Func, IntegerField, Q, TextField, Value, When
+from django.db.models.functions import Cast, Coalesce, Greatest, Length, StrIndex, Substr, Upper
+from django.db.models.lookups import LessThanOrEqual
+
+from sessions.context.explain import Explanation, checkpoints_of, explain_messages, page_layout
+from sessions.context.facts import fact_text
+from sessions.context.model_input import Reason
+from sessions.db.message_sizes import FIELD_SHOWN, PAGE_DEFERRED
+from sessions.errors import DomainError
+from sessions.models import Checkpoint, Event, EventType, Message, Role, Session
+from sessions.store.search import SNIPPET, highlight, terms_of
+
+MAX_QUERY = 200
+MAX_WILDCARDS = 8
+MAX_ROWS = 50
+# Python's white space (str.isspace), which `*` does not cross, as an RE2 class.
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+GLOB_AT = "ctxweb_glob_at"
+
+
+def _re2_literal(part: str) -> str:
+    return "".join(char if char.isascii() and char.isalnum() else f"\\x{{{ord(char):x}}}" for char in part)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(pattern: str):
+    return re2.compile(pattern)
+
+
+def _glob_at(pattern: str, text) -> int:
+    """ctxweb_glob_at(pattern, text) on SQLite: where (from 1) the RE2 `pattern` first matches `text`, or 0."""
+    match = _compiled(pattern).search(text) if isinstance(text, str) else None
+    return match.start() + 1 if match else 0
+
+
+@dataclass
+class Pattern:
+    """A literal string, or one with `*` standing for any run of non-space characters; any case."""
+
+    text: str
+    parts: list[str]  # the literal parts between the stars
+
+    @property
+    def wildcard(self) -> bool:
+        return len(self.parts) > 1
+
+    @property
+    def re2_pattern(self) -> str:
+        return "(?i)" + f"[^{SPACE}]*".join(_re2_literal(part) for part in self.parts)
+
+    @property
+    def postgres_pattern(self) -> str:
+        return r"\S*".join(re.escape(part) for part in self.parts)
+
+    def matches(self, text: str) -> bool:
+        return _compiled(self.re2_pattern).search(text or "") is not None
+
+    def position(self, field: str, vendor: str) -> Func:
+        """Where (from 1) the string first matches `field`, found by the database; 0 where it does not."""
+        if not self.wildcard:
+            return StrIndex(Upper(field), Upper(Value(self.text)))
+        if vendor == "sqlite":
+            return Func(Value(self.re2_pattern), field, function=GLOB_AT, output_field=IntegerField())
+        # PostgreSQL: the first match is the first occurrence of the text it matched (no anchors).
+        matched = Func(field, Value("(?i)" + self.postgres_pattern), function="substring", output_field=TextField())
+        return Coalesce(StrIndex(field, matched), 0)
+
+    def db_filter(self, vendor: str) -> Q:
+        if self.wildcard and vendor != "sqlite":
+            return Q(text__iregex=self.postgres_pattern) | Q(calls_text__iregex=self.postgres_pattern)
+        return Q(text_at__gt=0) | Q(calls_at__gt=0)
+
+
+def parse_pattern(query) -> Pattern:
+    if not isinstance(query, str):
+        raise DomainError("q must be a string", code="invalid_query", status=400)
+    text = " ".join(query.split())
+    if len(text) > MAX_QUERY:
+        raise DomainError(f"q may be at most {MAX_QUERY} characters", code="invalid_query", status=400)
+    if "\x00" in text:
+        raise DomainError("q must not contain NUL characters", code="invalid_query", status=400)
+    literal = text.replace("*", "")
+    if len(literal.strip()) < 2:
+        raise DomainError("q needs at least 2 characters other than *", code="invalid_query", status=400)
+    parts = re.sub(r"\*+", "*", text).split("*")
+    if len(parts) - 1 > MAX_WILDCARDS:
+        raise DomainError(f"q may hold at most {MAX_WILDCARDS} wildcards (*)", code="invalid_query", status=400)
+    return Pattern(text, parts)
+
+
+@dataclass
+class Coverage:
+    """A checkpoint whose summary stands for a message, and whether that summary carries the string."""
+
+    checkpoint: Checkpoint
+    carries: bool
+
+    @property
+    def id(self) -> int:
+        return self.checkpoint.pk
+
+    @property
+    def number(self) -> int:
+        return self.checkpoint.number
+
+    @property
+    def last_seq(self) -> int:
+        return self.checkpoint.last_seq
+
+    @property
+    def created_at_seq(self) -> int:
+        return self.checkpoint.created_at_seq
+
+
+@dataclass
+class TraceRow:
+    message: Message
+    excerpt: str  # HTML, escaped, with the match in <mark>
+    explanation: Explanation
+    coverage: list[Coverage] = field(default_factory=list)
+
+    @property
+    def seq(self) -> int:
+        return self.message.seq
+
+    @property
+    def role(self) -> str:
+        return self.message.role
+
+    @property
+    def in_input(self) -> bool:
+        return self.explanation.code == Reason.IN_INPUT
+
+    @property
+    def reason(self) -> str:
+        return self.explanation.code
+
+    @property
+    def why(self) -> str:
+        return self.explanation.sentence
+
+    @property
+    def sent(self) -> bool:
+        """Whether the message can reach the model at all (not hidden, not a stored system message)."""
+        return self.message.include_in_messages and self.message.role != Role.SYSTEM
+
+
+@dataclass
+class Trace:
+    query: str
+    rows: list[TraceRow]
+    truncated: bool  # more messages match than are shown
+    sentence: str
+    lost_at: Checkpoint | None = None  # the first checkpoint after the last mention whose summary lacks it
+    first_request: Event | None = None  # the first REQUEST_BUILT built on such a checkpoint
+    current: Checkpoint | None = None  # the checkpoint the model input is built on now
+
+    @property
+    def lost_at_checkpoint_id(self) -> int | None:
+        return self.lost_at.pk if self.lost_at else None
+
+
+def _seq_list(seqs: list[int], truncated: bool) -> str:
+    if truncated:
+        return f"at least {len(seqs)} messages, #{seqs[0]}–#{seqs[-1]}"
+    if len(seqs) == 1:
+        return f"#{seqs[0]}"
+    if len(seqs) <= 3:
+        return ", ".join(f"#{s}" for s in seqs[:-1]) + f" and #{seqs[-1]}"
+    return f"{len(seqs)} messages, #{seqs[0]}–#{seqs[-1]}"
+
+
+def _window(field: str, at: str) -> Substr:
+    """3 × SNIPPET characters of `field` from SNIPPET before where the string matched (`at`)."""
+    return Substr(field, Greatest(F(at) - SNIPPET, Value(1)), 3 * SNIPPET)
+
+
+def _found(session: Session, pattern: Pattern, limit: int) -> list[Message]:
+    """The first `limit` messages that hold the string, with windows of their text and tool calls around
+    it (the messages' own fields are not read: 50 hits in messages of a megabyte read 50 windows)."""
+    qs = session.messages.all()
+    connection = connections[qs.db]
+    if connection.vendor == "sqlite" and pattern.wildcard:
+        connection.ensure_connection()
+        connection.connection.create_function(GLOB_AT, 2, _glob_at, deterministic=True)
+    position = functools.partial(pattern.position, vendor=connection.vendor)
+    return list(
+        qs.defer(*PAGE_DEFERRED)
+        .alias(calls_text=Cast("tool_calls", TextField()))
+        .annotate(text_at=position("text"), calls_at=position("calls_text"), text_chars=Length("text"),
+                  calls_chars=Length("calls_text"))
+        .filter(pattern.db_filter(connection.vendor))
+        .annotate(text_window=_window("text", "text_at"), calls_window=_window("calls_text", "calls_at"),
+                  window_from=Greatest(F("text_at") - SNIPPET, Value(1)),
+                  calls_from=Greatest(F("calls_at") - SNIPPET, Value(1)),
+                  shown_calls=Case(When(LessThanOrEqual(F("calls_chars"), FIELD_SHOWN), then=F("tool_calls")),
+                                   default=Value(None)))
+        .order_by("seq")[:limit]
+    )
+
+
+def _excerpt(message: Message, pattern: Pattern) -> str:
+    query = pattern.text.replace("*", " ")
+    terms = terms_of(query)
+    if message.text_at or not message.calls_at:  # in the text (or found where the database did not say)
+        window, start, chars = message.text_window or "", message.window_from, message.text_chars or 0
+    elif message.shown_calls is not None:  # in the tool calls, short enough to show as fact_text does
+        return highlight(fact_text(_Calls(message.shown_calls)), query, terms)
+    else:
+        window, start, chars = message.calls_window or "", message.calls_from, message.calls_chars or 0
+    return highlight(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars)
+
+
+@dataclass
+class _Calls:
+    """A message's tool calls alone, for fact_text."""
+
+    tool_calls: list
+    text: str = ""
+
+
+def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
+    pattern = parse_pattern(query)
+    found = _found(session, pattern, limit + 1)
+    truncated = len(found) > limit
+    messages = found[:limit]
+    checkpoints = checkpoints_of(session)
+    layout = page_layout(session, checkpoints)
+    current = layout.checkpoint
+    carried = {c.pk: pattern.matches(c.summary) for c in checkpoints}
+    explanations = explain_messages(messages, layout, checkpoints)
+    rows = [
+        TraceRow(m, _excerpt(m, pattern), explanations[m.seq],
+                 [Coverage(c, carried[c.pk]) for c in checkpoints if c.last_seq >= m.seq])
+        for m in messages
+    ]
+    result = Trace(pattern.text, rows, truncated, "", current=current)
+    result.sentence = _answer(pattern.text, rows, truncated, checkpoints, carried, current, result)
+    return result
+
+
+def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace) -> str:
+    quoted = f"“{text}”"
+    if not rows:
+        return f"{quoted} appears in no message of this session."
+    seqs = [row.message.seq for row in rows]
+    head = f"{quoted} appears in {_seq_list(seqs, truncated)}"
+    sent = [row for row in rows if row.sent]
+    if not sent:
+        return f"{head}, which never reached the model: hidden from the model input, or stored system messages."
+    in_input = [row.message.seq for row in sent if row.in_input]
+    if in_input:
+        where = _seq_list(in_input, False)
+        verb = "is" if len(in_input) == 1 else "are"
+        return f"{head}; {where} {verb} in the model input now, so the model sees it."
+    last = max(row.message.seq for row in sent)
+    if current is None or last > current.last_seq:
+        latest = next(row for row in reversed(sent))
+        return f"{head}; none is in the model input now: {latest.explanation.sentence}"
+    after = [c for c in checkpoints if c.last_seq >= last]
+    covering = after[0]
+    they = "it was" if len(sent) == 1 else "they were"
+    head = f"{head}; {they} covered by checkpoint {covering.number} at #{covering.created_at_seq}"
+    if carried[current.pk]:
+        if current.pk == covering.pk:
+            return f"{head}, whose summary carries it, so the model still sees it in the summary."
+        return (f"{head}; the current summary (checkpoint {current.number}) still carries it, so the model sees it "
+                f"in the summary.")
+    lost_at = next(c for c in after if not carried[c.pk] and c.last_seq <= current.last_seq)
+    result.lost_at = lost_at
+    candidates = [c.pk for c in after if not carried[c.pk]]
+    result.first_request = (
+        Event.objects.filter(session_id=covering.session_id, type=EventType.REQUEST_BUILT,
+                             data__checkpoint_id__in=candidates)
+        .order_by("pk").only("pk", "created_at", "data").first()
+    )
+    if lost_at.pk == covering.pk:
+        head += ", whose summary does not mention it"
+    else:
+        head += f", whose summary carries it, but checkpoint {lost_at.number} at #{lost_at.created_at_seq} does not"
+    sentence = f"{head}, so no request after #{lost_at.created_at_seq} carried it."
+    if result.first_request is not None:
+        sentence = sentence[:-1] + f" (the first without it: request {result.first_request.pk})."
+    return sentence

@@ -1,0 +1,100 @@
+"""Hand-written SQL of the message search index: the statements that read the full-text index of message
+text that migration 0003 built (and 0007 put back on SQLite): on PostgreSQL the stored, GIN-indexed
+tsvector column search_vector of ctx_sessions_message, queried with websearch_to_tsquery (and
+phraseto_tsquery for the exact phrase); on SQLite the FTS5 table ctx_message_fts, queried with MATCH and
+ranked by bm25; on other databases, which have neither, a LIKE of every term. sessions/store/search.py
+builds the terms, highlights the hits and reads the messages through the ORM; this module only ranks
+the message ids and lists the sessions that hold a match."""
+
+from datetime import datetime
+
+from django.db import connection
+from django.db.models.expressions import RawSQL
+
+
+def like_pattern(value: str) -> str:
+    """A LIKE pattern (escape character backslash) that finds `value` anywhere in a text."""
+    return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _filters_sql(project_ids: list[int], role: str | None = None, since: datetime | None = None,
+                 until: datetime | None = None, has_checkpoint: bool = False) -> tuple[str, list]:
+    placeholders = ", ".join(["%s"] * len(project_ids))
+    sql = [f"s.project_id IN ({placeholders})", "NOT s.being_imported"]
+    params: list = list(project_ids)
+    if role:
+        sql.append("m.role = %s")
+        params.append(role)
+    if since:
+        sql.append("m.created_at >= %s")
+        params.append(since)
+    if until:
+        sql.append("m.created_at <= %s")
+        params.append(until)
+    if has_checkpoint:
+        sql.append("s.checkpoint_count > 0")
+    return " AND ".join(sql), params
+
+
+def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
+    """(FROM clause, text-match condition, rank expression, params) for this database."""
+    vendor = connection.vendor
+    if vendor == "postgresql":
+        # search_vector is a stored, GIN-indexed column (migration 0003).
+        return (
+            "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, "
+            "websearch_to_tsquery('english', %s) q",
+            "m.search_vector @@ q",
+            "ts_rank_cd(m.search_vector, q) DESC",
+            [query],
+        )
+    if vendor == "sqlite":
+        match = " ".join('"' + t.replace('"', '""') + '"*' for t in terms)
+        return (
+            "ctx_message_fts f JOIN ctx_sessions_message m ON m.id = f.rowid "
+            "JOIN ctx_sessions_session s ON s.id = m.session_id",
+            "ctx_message_fts MATCH %s",
+            "bm25(ctx_message_fts)",
+            [match],
+        )
+    # No full-text index: every term must appear.
+    return (
+        "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id",
+        " AND ".join(["LOWER(m.text) LIKE %s"] * len(terms)),
+        "m.session_id",
+        [like_pattern(t) for t in terms],
+    )
+
+
+def ranked_message_ids(query: str, terms: list[str], limit: int, offset: int = 0, *, project_ids: list[int],
+                       role: str | None = None, since: datetime | None = None, until: datetime | None = None,
+                       has_checkpoint: bool = False) -> list[tuple[int, bool]]:
+    """(id, exact) of the messages `query` (its words `terms`) finds in the projects `project_ids` (of
+    the role `role`, written between `since` and `until`, in sessions with a checkpoint when
+    `has_checkpoint`), best first: those that hold the exact phrase, then by rank, equal ranks in
+    session then seq order; `limit` of them after skipping `offset`."""
+    where, params = _filters_sql(project_ids, role, since, until, has_checkpoint)
+    source, condition, rank, match_params = _match(query, terms)
+    phrase = " ".join(query.split())
+    if connection.vendor == "postgresql":
+        exact, phrase_param = "m.search_vector @@ phraseto_tsquery('english', %s)", phrase
+    else:
+        exact, phrase_param = "m.text LIKE %s ESCAPE '\\'", like_pattern(phrase)
+    sql = f"""
+        SELECT m.id, ({exact}) AS exact
+        FROM {source}
+        WHERE {condition} AND {where}
+        ORDER BY exact DESC, {rank}, m.session_id, m.seq
+        LIMIT %s OFFSET %s"""
+    with connection.cursor() as cursor:
+        # Parameters in the order they appear: select list, FROM (PostgreSQL), WHERE, LIMIT, OFFSET.
+        cursor.execute(sql, [phrase_param, *match_params, *params, limit, offset])
+        return [(row[0], bool(row[1])) for row in cursor.fetchall()]
+
+
+def sessions_with_text(query: str, terms: list[str], project_ids: list[int]) -> RawSQL:
+    """A subquery of the ids of the sessions of the projects `project_ids` (none being imported) with at
+    least one message that `query` (its words `terms`, at least one) finds, through the full-text index."""
+    source, condition, _, match_params = _match(query, terms)
+    where, params = _filters_sql(project_ids)
+    return RawSQL(f"SELECT DISTINCT m.session_id FROM {source} WHERE {condition} AND {where}", [*match_params, *params])

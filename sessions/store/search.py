@@ -1,0 +1,243 @@
+"""Search across transcripts, down to the message (or the sessions that hold one): PostgreSQL full-text
+search (GIN index) on PostgreSQL, FTS5 on SQLite, behind one function (its SQL is in
+sessions/db/message_search.py). Ranking puts messages that contain the exact phrase first, equal ranks in
+session then seq order; highlighting escapes the text before it marks the terms. Notes support staff wrote
+are searched too, by substring (see search_notes), and the search page shows a page of note and message
+hits grouped by session."""
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Exists, Expression, F, OuterRef, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Greatest, Length, Lower, StrIndex, Substr
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from sessions.db import message_search
+from sessions.db.message_sizes import PAGE_DEFERRED
+from sessions.models import Message, Note, Session
+
+WORD = re.compile(r"\w+", re.UNICODE)
+# Not highlighted on their own when the query has other words (full-text search ignores them too).
+STOP_WORDS = {"a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it", "of", "on",
+              "or", "that", "the", "this", "to", "was", "with"}
+SNIPPET = 220
+MAX_TERMS = 12
+PAGE = 50  # hits on a page of the search page
+
+
+@dataclass
+class SearchFilters:
+    project_ids: list[int]
+    role: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    has_checkpoint: bool = False
+
+
+@dataclass
+class Hit:
+    message: Message
+    snippet: SafeString
+    exact: bool
+    kind = "message"
+
+    @property
+    def session(self) -> Session:
+        return self.message.session
+
+    @property
+    def seq(self) -> int:
+        return self.message.seq
+
+
+@dataclass
+class NoteHit:
+    note: Note
+    snippet: SafeString
+    kind = "note"
+
+    @property
+    def session(self) -> Session:
+        return self.note.session
+
+    @property
+    def seq(self) -> int | None:
+        return self.note.seq
+
+
+@dataclass
+class SessionHits:
+    """One session's hits on a page of results, best first."""
+
+    session: Session
+    hits: list
+
+
+@dataclass
+class SearchPage:
+    groups: list[SessionHits]
+    number: int
+    has_next: bool
+    hit_count: int  # hits on this page
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+
+def terms_of(query: str) -> list[str]:
+    return [t.lower() for t in WORD.findall(query)][:MAX_TERMS]
+
+
+def _sessions_with_text(query: str, project_ids: list[int]) -> Expression | None:
+    """A subquery of the sessions with at least one message matching `query`, through the full-text
+    index; None when the query has no words."""
+    terms = terms_of(query)
+    if not terms or not project_ids:
+        return None
+    return message_search.sessions_with_text(query, terms, project_ids)
+
+
+def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
+    """Those of `sessions` (of the projects `project_ids`) that `query` finds: its text in the key, the
+    title or the metadata (any case), a tag named `query`, its words in a message's text (full-text) or
+    in a note's text (any case). This is what `q` means in the sessions list, of the API and of the
+    dashboard alike. One query: the tag, note and full-text parts are subqueries."""
+    query = query.strip()
+    if not query:
+        return sessions
+    found = Q(key__icontains=query) | Q(title__icontains=query) | Q(metadata_text__icontains=query)
+    found |= Q(pk__in=Session.tags.through.objects.filter(
+        tag__project_id__in=project_ids, tag__name=query.lower()).values("session_id"))
+    with_text = _sessions_with_text(query, project_ids)
+    if with_text is not None:
+        found |= Q(pk__in=with_text)
+        found |= Q(pk__in=notes_matching(Note.objects.filter(session__project_id__in=project_ids), query)
+                   .values("session_id"))
+    return sessions.annotate(metadata_text=Cast("metadata", TextField())).filter(found)
+
+
+def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
+              more_after: bool = False) -> SafeString:
+    """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>. `text` may be
+    a window of a longer text (more_before, more_after: it goes on before or after the window)."""
+    phrase = " ".join(query.split())
+    words = {t for t in terms if t}
+    if words - STOP_WORDS:
+        words -= STOP_WORDS
+    words = sorted(words, key=len, reverse=True)
+    patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
+    patterns += [r"\b" + re.escape(w) + r"\w*" for w in words]
+    if not patterns:
+        return mark_safe(("… " if more_before else "") + escape(text[:width]) + (" …" if more_after else ""))
+    pattern = re.compile("|".join(patterns), re.IGNORECASE)
+    first = pattern.search(text)
+    start = max(0, (first.start() if first else 0) - width // 3)
+    end = min(len(text), start + width)
+    snippet = text[start:end]
+    out, pos = [], 0
+    for match in pattern.finditer(snippet):
+        out.append(escape(snippet[pos:match.start()]))
+        out.append("<mark>" + escape(match.group(0)) + "</mark>")
+        pos = match.end()
+    out.append(escape(snippet[pos:]))
+    prefix = "… " if start > 0 or more_before else ""
+    suffix = " …" if end < len(text) or more_after else ""
+    return mark_safe(prefix + "".join(out) + suffix)
+
+
+def search_messages(query: str, filters: SearchFilters, limit: int = PAGE, offset: int = 0) -> list[Hit]:
+    """Messages matching `query` in the projects of `filters`, best first (equal ranks in session, then
+    seq order, so pages of them do not overlap); `offset` skips the first ones."""
+    query = (query or "").strip()[:200]
+    terms = terms_of(query)
+    if not terms or not filters.project_ids:
+        return []
+    ranked = message_search.ranked_message_ids(
+        query, terms, limit, offset, project_ids=filters.project_ids, role=filters.role, since=filters.since,
+        until=filters.until, has_checkpoint=filters.has_checkpoint)
+    # Only a window of each text is read, cut by the database around the first place a term appears,
+    # so 50 hits in messages of a megabyte hold 50 windows, not 50 megabytes.
+    words = [t for t in terms if t not in STOP_WORDS] or terms
+    needle = max(words, key=len)
+    messages = (
+        Message.objects.select_related("session__project").defer(*PAGE_DEFERRED)
+        .annotate(match_at=StrIndex(Lower("text"), Value(needle)), text_chars=Length("text"))
+        .annotate(window_from=Greatest(F("match_at") - SNIPPET, Value(1)))
+        .annotate(text_window=Substr("text", F("window_from"), 3 * SNIPPET))
+        .in_bulk([pk for pk, _ in ranked])
+    )
+    return [
+        Hit(m, highlight(m.text_window, query, terms, more_before=m.window_from > 1,
+                         more_after=m.window_from - 1 + len(m.text_window) < m.text_chars), exact)
+        for pk, exact in ranked
+        if (m := messages.get(pk)) is not None
+    ]
+
+
+def _words(terms: list[str]) -> list[str]:
+    return [t for t in terms if t not in STOP_WORDS] or terms
+
+
+def notes_matching(notes: QuerySet, query: str) -> QuerySet:
+    """Those of `notes` whose text holds every word of `query`, any case. A substring match without an
+    index: notes are short and few next to messages, and each search reads only its projects' notes."""
+    terms = terms_of(query)
+    if not terms:
+        return notes.none()
+    for word in _words(terms):
+        notes = notes.filter(text__icontains=word)
+    return notes
+
+
+def _notes_found(query: str, filters: SearchFilters) -> QuerySet:
+    notes = Note.objects.filter(session__project_id__in=filters.project_ids, session__being_imported=False)
+    if filters.role:
+        # A note on a message of that role; notes on the session have no role.
+        notes = notes.filter(Exists(Message.objects.filter(
+            session=OuterRef("session"), seq=OuterRef("seq"), role=filters.role)))
+    if filters.since:
+        notes = notes.filter(created_at__gte=filters.since)
+    if filters.until:
+        notes = notes.filter(created_at__lte=filters.until)
+    if filters.has_checkpoint:
+        notes = notes.filter(session__checkpoint_count__gt=0)
+    return notes_matching(notes, query)
+
+
+def search_notes(query: str, filters: SearchFilters, limit: int = PAGE, offset: int = 0) -> list[NoteHit]:
+    """Notes whose text holds every word of `query` in the projects of `filters`, in session then seq
+    order (notes on the session first), with the words highlighted."""
+    query = (query or "").strip()[:200]
+    terms = terms_of(query)
+    if not terms or not filters.project_ids:
+        return []
+    notes = (_notes_found(query, filters).select_related("session__project", "author")
+             .order_by("session_id", F("seq").asc(nulls_first=True), "pk")[offset:offset + limit])
+    return [NoteHit(note, highlight(note.text, query, terms)) for note in notes]
+
+
+def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PAGE) -> SearchPage:
+    """One page of what `query` finds, grouped by session: the notes that hold it first (what colleagues
+    wrote about a case), then the messages, best first. A session's group stands where its first hit
+    on the page does."""
+    query = (query or "").strip()[:200]
+    page = max(1, page)
+    start = (page - 1) * per_page
+    if not terms_of(query) or not filters.project_ids:
+        return SearchPage([], page, False, 0)
+    note_total = _notes_found(query, filters).count()
+    wanted = per_page + 1  # one more tells whether there is a next page
+    hits: list = []
+    if start < note_total:
+        hits += search_notes(query, filters, limit=wanted, offset=start)
+    if len(hits) < wanted:
+        hits += search_messages(query, filters, limit=wanted - len(hits), offset=max(0, start - note_total))
+    has_next = len(hits) > per_page
+    hits = hits[:per_page]
+    groups: dict[int, SessionHits] = {}
+    for hit in hits:
+        groups.setdefault(hit.session.pk, SessionHits(hit.session, [])).hits.append(hit)
+    return SearchPage(list(groups.values()), page, has_next, len(hits))
