@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
-# Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see README).
+# Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see docs/deployment.md).
 export DEBUG ?= 1
 # Where `make run` serves: make run HOST=0.0.0.0 PORT=8100
 HOST ?= 127.0.0.1
@@ -49,7 +49,7 @@ run: check-port demo
 	trap 'kill $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
-# Only the worker, for a server started some other way (README, "Background worker").
+# Only the worker, for a server started some other way (docs/deployment.md, "Background worker").
 worker: migrate
 	$(BIN)/python manage.py compaction_worker
 
@@ -65,8 +65,9 @@ lint: install
 
 # Benchmarks (SPEC §8) on their own database: SQLite in a temporary directory, or ctxweb_bench on the
 # PostgreSQL server of DATABASE_URL. Prints a table and a line of JSON; fails only on wrong results.
+# `make bench` also writes the table, dated, into docs/performance.md ("Latest run of `make bench`").
 bench: install
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run --write-doc
 
 bench-quick: install
 	$(BIN)/python -m bench.run --quick

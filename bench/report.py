@@ -1,6 +1,7 @@
 """Figures, ratios against the targets, correctness checks, and how they are printed: a table
 for people, then one line of JSON with every figure so two runs can be compared."""
 
+import io
 import json
 import math
 import statistics
@@ -98,9 +99,17 @@ class Report:
     def failed_checks(self) -> dict[str, str]:
         return {name: problem for name, problem in self.checks.items() if problem != "ok"}
 
-    def print(self, out=sys.stdout) -> None:
+    def print(self, out=sys.stdout) -> str:
+        """Print the table for people, then the line of JSON; return the table as printed (for the docs)."""
         duration = time.perf_counter() - STARTED
-        print("", file=out)
+        text = self.text(duration)
+        print("\n" + text, file=out)
+        print(json.dumps(self.as_dict(duration), separators=(",", ":")), file=out, flush=True)
+        return text
+
+    def text(self, duration: float) -> str:
+        """The machine, the sizes, the figures and targets tables, the notes and the checks."""
+        out = io.StringIO()
         print("ctxweb benchmark  " + "  ".join(f"{k}: {v}" for k, v in self.machine.items()), file=out)
         print("sizes  " + "  ".join(f"{k}={v}" for k, v in self.sizes.items()), file=out)
         print("", file=out)
@@ -123,8 +132,8 @@ class Report:
             + "".join(f"\n  FAILED {name}: {problem}" for name, problem in failed.items()),
             file=out,
         )
-        print(f"run took {duration:.1f} s", file=out)
-        print(json.dumps(self.as_dict(duration), separators=(",", ":")), file=out, flush=True)
+        print(f"run took {duration:.1f} s", file=out, end="")
+        return out.getvalue()
 
     def as_dict(self, duration: float) -> dict:
         return {

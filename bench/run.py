@@ -1,19 +1,22 @@
-"""ctxweb benchmarks: `python -m bench.run [--quick] [--only NAMES] [--keep]`.
+"""ctxweb benchmarks: `python -m bench.run [--quick] [--only NAMES] [--keep] [--write-doc [PATH]]`.
 
 Generates its own data in a database of its own: a SQLite file in a temporary directory, or, when
 DATABASE_URL points at PostgreSQL, a database named ctxweb_bench (or $CTXWEB_BENCH_DATABASE) on that
 server (created and dropped here; the database named in the URL is only used to issue CREATE/DROP
 DATABASE). Progress goes to stderr; the table and a final line of JSON go to stdout. Failed
-correctness checks make the exit status non-zero; timings never do.
+correctness checks make the exit status non-zero; timings never do. With --write-doc (`make bench`), a
+run whose checks all passed also writes its table, dated, into docs/performance.md (or PATH).
 """
 
 import argparse
 import os
 import platform
+import shlex
 import shutil
 import sys
 import tempfile
 import traceback
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,6 +24,47 @@ from bench.client import UNLIMITED
 from bench.report import Report, progress
 
 BENCH_DATABASE = "ctxweb_bench"
+# Where `make bench` writes its latest table: between these two markers, which the document must hold.
+DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
+TABLE_START = "<!-- bench:table:start -->"
+TABLE_END = "<!-- bench:table:end -->"
+
+
+class DocMarkersError(ValueError):
+    """The document has no place for the table: its markers are missing, repeated or out of order."""
+
+
+def write_doc(path: Path, report_text: str, *, database: str, cpus: int | None, command: str,
+              when: datetime | None = None) -> None:
+    """Replace the text between the bench:table markers of `path` with a line giving the date (UTC), the
+    database, the CPU count and the command, then the report's table as a code block. The rest of the
+    document is kept as it is; without its markers nothing is written and DocMarkersError says why."""
+    text = Path(path).read_text()
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if text.count(TABLE_START) != 1 or text.count(TABLE_END) != 1 or end < start:
+        raise DocMarkersError(
+            f"{path} must hold the line {TABLE_START} once, then the line {TABLE_END} once: "
+            "the benchmark table is written between them, and nothing was written")
+    when = (when or datetime.now(UTC)).astimezone(UTC)
+    fence = "```"
+    while fence in report_text:
+        fence += "`"
+    block = (f"{when:%Y-%m-%d %H:%M} UTC, {database}, {cpus} CPU{'' if cpus == 1 else 's'}: `{command}`\n\n"
+             f"{fence}text\n{report_text.strip(chr(10))}\n{fence}\n")
+    updated = text[:start + len(TABLE_START)] + "\n" + block + text[end:]
+    scratch = Path(path).with_name(Path(path).name + ".tmp")
+    scratch.write_text(updated)
+    scratch.replace(path)
+
+
+def command_line(argv: list[str], postgres: bool) -> str:
+    """The command as a reader would type it again: `make bench` when make ran it with its own options,
+    else the module's; the database URL only as its scheme (it may hold a password)."""
+    if os.environ.get("MAKELEVEL") and argv == ["--write-doc"]:
+        command = "make bench"
+    else:
+        command = shlex.join(["python", "-m", "bench.run", *argv])
+    return f"DATABASE_URL=postgres://... {command}" if postgres else command
 
 
 class Database:
@@ -130,7 +174,11 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="about 10x smaller sizes and fewer repetitions (CI)")
     parser.add_argument("--only", default="", help="comma-separated measurements to run (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
+    parser.add_argument("--write-doc", nargs="?", const=str(DOC), default=None, metavar="PATH",
+                        help="after a run whose checks all pass, write its dated table between the bench:table "
+                             f"markers of PATH (default {DOC.relative_to(DOC.parent.parent)})")
     args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
 
     database = Database(os.environ.get("DATABASE_URL", ""), args.keep,
                         name=os.environ.get("CTXWEB_BENCH_DATABASE", BENCH_DATABASE))
@@ -157,8 +205,18 @@ def main(argv=None) -> int:
         close_django()
         database.drop()
     report.machine["load_at_end"] = "/".join(f"{x:.1f}" for x in os.getloadavg())
-    report.print()
-    return 1 if report.failed_checks else 0
+    text = report.print()
+    if report.failed_checks:
+        return 1
+    if args.write_doc:
+        try:
+            write_doc(Path(args.write_doc), text, database=report.machine.get("database", "unknown database"),
+                      cpus=report.machine.get("cores"), command=command_line(argv, database.postgres))
+        except (DocMarkersError, OSError) as exc:
+            print(f"bench: the table was not written: {exc}", file=sys.stderr)
+            return 2
+        progress(f"wrote the table into {args.write_doc}")
+    return 0
 
 
 if __name__ == "__main__":

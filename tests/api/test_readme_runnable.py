@@ -1,6 +1,6 @@
-"""The README's shell blocks marked `<!-- runnable -->`, run as written (bash, stopping at the first
-failing command) against a live server, with the variables they expect (`CTXWEB_URL`, `CTXWEB_KEY`)
-already set, as the README says a reader may have them."""
+"""The shell blocks marked `<!-- runnable -->` in README.md and in every docs/*.md, run as written (bash,
+at the repository root, stopping at the first failing command) against a live server, with the variables
+they expect (`CTXWEB_URL`, `CTXWEB_KEY`) already set, as the README says a reader may have them."""
 
 import json
 import os
@@ -12,23 +12,31 @@ from urllib.parse import urlparse
 
 import pytest
 
-from sessions.api_keys import create_api_key
+from sessions.access.api_keys import create_api_key
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 # The marker, then possibly other HTML comments (the walk-through's own markers), then the block.
 RUNNABLE = re.compile(r"<!-- runnable -->\s*(?:<!--[^>]*-->\s*)*```sh\n(.*?)```", re.DOTALL)
 
-pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="the README's blocks use curl")
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="the documents' blocks use curl")
 
 
-def runnable_blocks() -> list[str]:
-    return RUNNABLE.findall(README.read_text())
+def runnable_blocks(document: Path = README) -> list[str]:
+    return RUNNABLE.findall(document.read_text())
+
+
+def every_runnable_block() -> list[tuple[str, int]]:
+    """(document, index) of every marked block of README.md and docs/*.md, the document relative to the root."""
+    return [(str(document.relative_to(ROOT)), index)
+            for document in DOCUMENTS for index in range(len(runnable_blocks(document)))]
 
 
 def run(block: str, url: str, key: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "LC_ALL": "C.UTF-8", "CTXWEB_URL": url, "CTXWEB_KEY": key}
     return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], capture_output=True, text=True,
-                          timeout=120, cwd=README.parent, env=env)
+                          timeout=120, cwd=ROOT, env=env)
 
 
 @pytest.fixture
@@ -44,9 +52,10 @@ def test_the_readme_marks_the_walkthrough_runnable():
     assert any("curl" in block and "$CTXWEB_URL/sessions/readme-demo" in block for block in blocks)
 
 
-@pytest.mark.parametrize("index", range(len(runnable_blocks())))
-def test_each_runnable_block_exits_0_and_again_when_run_twice(server, index):
-    block = runnable_blocks()[index]
+@pytest.mark.parametrize(("document", "index"), every_runnable_block(),
+                         ids=[f"{document}-{index}" for document, index in every_runnable_block()])
+def test_each_runnable_block_exits_0_and_again_when_run_twice(server, document, index):
+    block = runnable_blocks(ROOT / document)[index]
     for attempt in ("first", "second"):
         result = run(block, *server)
         assert result.returncode == 0, f"{attempt} run: {result.stderr}\n{result.stdout}"
