@@ -4,7 +4,6 @@ input, change one's flag and attributes."""
 
 from ninja import Query, Router
 
-from sessions.context.compaction_runs import compact_if_needed
 from sessions.context.explain import with_explanations
 from sessions.db.message_sizes import first_page
 from sessions.http import schemas as s
@@ -34,14 +33,11 @@ def append(request, key: str, body: s.AppendIn):
     check_key(key)
     result = append_messages(project(request), key, body.messages, actor(request), fmt=body.format,
                              system=body.system)
-    run = compact_if_needed(result.session, actor(request)) if result.stored_count else None
-    if run is not None:
-        run.refresh_from_db()  # a worker may have taken it on already
     return {
         "session": result.session.key,
         "session_created": result.session_created,
         "messages": result.messages,
-        "compaction": run,
+        "compaction": result.compaction,  # the write path's automatic run (ingest.append.compact_after_write)
     }
 
 

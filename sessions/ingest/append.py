@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from sessions.context.compaction_runs import compact_if_needed
 from sessions.context.model_input import input_figures_after_append, json_list
 from sessions.db.messages import (
     CALL_SCAN_CHUNK,
@@ -17,7 +18,7 @@ from sessions.db.messages import (
 from sessions.db.rows import update_fields
 from sessions.errors import Conflict, DomainError
 from sessions.ingest.session_store import get_or_create_locked, update_session
-from sessions.models import Project, Role, Session
+from sessions.models import CompactionRun, Project, Role, Session
 from sessions.store.event_types import MessagesAppended
 from sessions.store.events import record
 from sessions.wire.provider_messages import to_ctxweb
@@ -46,6 +47,7 @@ class AppendResult:
     session: Session
     session_created: bool
     messages: list[AppendedMessage] = field(default_factory=list)
+    compaction: CompactionRun | None = None  # the automatic run the append enqueued (or found queued)
 
     @property
     def stored_count(self) -> int:
@@ -93,11 +95,17 @@ def new_client_id() -> str:
 def append_messages(
     project: Project, key: str, raw_messages, actor: str = "system", *, parsed: Batch | None = None,
     fmt: str = "ctxweb", system=None, import_source: str | None = None, recording: bool = False,
+    compact_after: bool = True,
 ) -> AppendResult:
     """Validate and store a batch. Nothing is stored unless every message is valid. An import names its
     source file (`import_source`, see session_store.get_or_create_locked); other appends are the
     application's. `recording`: sessions.ingest.recorded_requests is rebuilding the session from its requests,
-    and stores the figures of its model input once it has stored them all."""
+    and stores the figures of its model input once it has stored them all.
+
+    Once the batch is stored, the rule of every write path runs (compact_after_write): a session with
+    automatic compaction on whose input is now over max_tokens gets a run on the task queue. A caller that
+    writes a session in pieces (an import, a request built with messages not stored) passes
+    `compact_after=False` and applies the rule itself once the session is whole."""
     batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
     try:
         with transaction.atomic():
@@ -115,7 +123,21 @@ def append_messages(
     if batch.origin is not None:
         for message in result.messages:
             message.index = batch.origin[message.index]
+    if compact_after and not recording and result.stored_count:  # a recording applies it once it is whole
+        result.compaction = compact_after_write(result.session, actor)
     return result
+
+
+def compact_after_write(session: Session, actor: str) -> CompactionRun | None:
+    """The rule after every write to a session's raw log (an API append, an import once its session is
+    whole, an OpenTelemetry capture or request log, a request built): automatic compaction when it is on
+    and the model input is over max_tokens, enqueued for the task queue's worker (compact_if_needed).
+    Never for a session rebuilt from recorded requests: its application builds its own context. Returns
+    the run, read again (a worker may have taken it on already), or None."""
+    run = compact_if_needed(session, actor)
+    if run is not None:
+        run.refresh_from_db()
+    return run
 
 
 def _store(session: Session, batch: list[NewMessage], result: AppendResult, actor: str, *,

@@ -165,7 +165,7 @@ def append_long_run(project: Project, key: str, messages: list[dict]) -> None:
     as an append takes the input over max_tokens (here, as a worker would), before the next turn, so the
     input crosses max_tokens by at most one turn before it drops. The turns that surely fit under
     max_tokens go in one append: the chart draws the same straight climb with a sixth of the appends."""
-    from sessions.context.compaction_runs import compact_if_needed, run_compaction
+    from sessions.context.compaction_runs import run_compaction
 
     turns = [messages[start:start + TURN_SIZE] for start in range(0, len(messages), TURN_SIZE)]
     session = Session.objects.get(project=project, key=key)
@@ -179,9 +179,8 @@ def append_long_run(project: Project, key: str, messages: list[dict]) -> None:
         done += len(batch)
         sizes = [sum(m.tokens for m in result.messages[i:i + TURN_SIZE]) for i in range(0, len(result.messages), TURN_SIZE)]
         largest_turn = max(largest_turn, *sizes)
-        run = compact_if_needed(result.session, ACTOR)
-        if run is not None:
-            run_compaction.call(run.pk)
+        if result.compaction is not None:  # the append enqueued it: done here, as a worker would
+            run_compaction.call(result.compaction.pk)
         session = Session.objects.get(pk=session.pk)
 
 

@@ -43,7 +43,8 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
         else:
             session, _ = get_or_create_locked(project, key, actor)
         if any(m.persist for m in batch):
-            appended = append_messages(project, key, None, actor, parsed=Batch(batch))
+            # The rule of a write runs below, counting the messages that are not stored too.
+            appended = append_messages(project, key, None, actor, parsed=Batch(batch), compact_after=False)
             session = appended.session
         unpersisted = [m for m in batch if not m.persist]
         if not session.input_messages and not session.checkpoint_count:

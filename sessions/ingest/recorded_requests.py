@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import transaction
 
 from sessions.errors import DomainError
-from sessions.ingest.append import Batch, append_messages, parse_batch
+from sessions.ingest.append import Batch, append_messages, compact_after_write, parse_batch
 from sessions.ingest.session_store import check_key, get_or_create_locked, update_session
 from sessions.models import Message, Project, RecordedRequest, Role, Session
 from sessions.wire.tokens import REPLY_PRIMING
@@ -365,6 +365,7 @@ def _record_session(project: Project, key: str, parsed: list[_Parsed], actor: st
         Session.objects.filter(pk=session.pk).update(request_count=count)
         session.refresh_from_db()
         refresh_recorded_figures(session)
+        compact_after_write(session, actor)  # the rule of every write: never runs here, the application compacts
         result.stored += len(rows)
         result.sessions.append(key)
 

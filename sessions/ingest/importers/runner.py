@@ -44,7 +44,7 @@ from django.utils.dateparse import parse_datetime
 
 from sessions.context.checkpoints import create_imported_checkpoint
 from sessions.errors import DomainError
-from sessions.ingest.append import append_messages
+from sessions.ingest.append import append_messages, compact_after_write
 from sessions.ingest.importers.detect import parse_transcript
 from sessions.ingest.importers.links import link_relatives, with_links
 from sessions.ingest.importers.stream import StreamedConversation, StreamedFile, message_bytes, open_stream
@@ -155,7 +155,7 @@ def append_chunk(project: Project, key: str, chunk: list[dict], actor: str, repo
     """Append one chunk of a session's messages (one transaction), counting them into `report`; the seq
     of each. `where(exc)` names the message an error is about."""
     try:
-        result = append_messages(project, key, chunk, actor, import_source=source)
+        result = append_messages(project, key, chunk, actor, import_source=source, compact_after=False)
     except DomainError as exc:
         detail = exc.detail.split(": ", 1)[-1] if exc.detail.startswith("messages[") else exc.detail
         index = exc.extra.get("index")
@@ -264,9 +264,13 @@ def _first_chunk(project: Project, key: str, fields: dict, actor: str, source: s
     _between_chunks(progress)
 
 
-def show(sessions: list[Session]) -> None:
-    """Show the sessions an import has stored whole (those it resumed were never hidden)."""
+def show(sessions: list[Session], actor: str = "import") -> None:
+    """Show the sessions an import has stored whole (those it resumed were never hidden), then apply the
+    rule of every write to each (append.compact_after_write): an imported session over its max_tokens with
+    automatic compaction on gets a run, as an application's append would."""
     Session.objects.filter(pk__in=[s.pk for s in sessions], being_imported=True).update(being_imported=False)
+    for session in Session.objects.filter(pk__in=[s.pk for s in sessions]):
+        compact_after_write(session, actor)
 
 
 def check_targets(project: Project, keys: list[str], source: str) -> None:
@@ -349,7 +353,7 @@ def store_session(project: Project, imported: ImportedSession, actor: str, repor
         Session.objects.filter(pk=session.pk).update(last_activity_at=latest)
     link_relatives(project, imported, actor)
     if show_it:
-        show([session])
+        show([session], actor)
     return session
 
 
@@ -404,7 +408,7 @@ def import_data(
             for imported in parsed.sessions:
                 _checkpoints(imported)
             show([store_session(project, imported, actor, report, source, progress, show_it=False)
-                  for imported in parsed.sessions])
+                  for imported in parsed.sessions], actor)
             report.entries_skipped = parsed.skipped
     except Exception as exc:  # what was stored before the failure stays hidden, and the report counts it
         report.error = _failed(name, report.format, exc).error
@@ -544,7 +548,7 @@ def store_streamed(project: Project, streamed: StreamedConversation, instruction
     if last and report.messages > stored_before:
         Session.objects.filter(pk=session.pk).update(last_activity_at=last if new else max(last, active_before))
     link_relatives(project, imported, actor)
-    show([session])
+    show([session], actor)
 
 
 def _store_checkpoint(session: Session, checkpoint: ImportedCheckpoint, count: int, last_seq: int | None,
