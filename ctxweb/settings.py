@@ -89,6 +89,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "sessions.access.middleware.ContentSecurityPolicy",
+    # Innermost, so the page it renders has the user, messages and CSP nonce of any other page.
+    "sessions.dashboard.error_pages.ProductNotFoundPage",  # the product's 404 page with DEBUG on too
 ]
 
 ROOT_URLCONF = "ctxweb.urls"
