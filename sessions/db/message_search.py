@@ -98,3 +98,16 @@ def sessions_with_text(query: str, terms: list[str], project_ids: list[int]) -> 
     source, condition, _, match_params = _match(query, terms)
     where, params = _filters_sql(project_ids)
     return RawSQL(f"SELECT DISTINCT m.session_id FROM {source} WHERE {condition} AND {where}", [*match_params, *params])
+
+
+def count_matching(query: str, terms: list[str], at_most: int, *, project_ids: list[int], role: str | None = None,
+                   since: datetime | None = None, until: datetime | None = None, has_checkpoint: bool = False) -> int:
+    """How many messages ranked_message_ids would find with the same arguments, counted to `at_most` + 1
+    at the most: past that a page says "more than at_most" rather than have the database count every
+    match of a common word (a bounded read of the index, not of the messages)."""
+    where, params = _filters_sql(project_ids, role, since, until, has_checkpoint)
+    source, condition, _, match_params = _match(query, terms)
+    sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM {source} WHERE {condition} AND {where} LIMIT %s) AS found"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*match_params, *params, at_most + 1])
+        return cursor.fetchone()[0]

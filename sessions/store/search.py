@@ -9,13 +9,14 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, Expression, F, OuterRef, Q, QuerySet, TextField, Value
-from django.db.models.functions import Cast, Greatest, Length, Lower, StrIndex, Substr
+from django.db.models import Exists, Expression, F, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Greatest, Length, Lower, StrIndex, Substr
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from sessions.db import message_search
 from sessions.db.message_sizes import PAGE_DEFERRED
+from sessions.db.sessions import sessions_with_metadata_value
 from sessions.models import Message, Note, Session
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -81,10 +82,20 @@ class SearchPage:
     number: int
     has_next: bool
     hit_count: int  # hits on this page
+    total: int = 0  # hits of every page: notes, then messages counted to MAX_COUNTED + 1 at the most
+
+    @property
+    def total_is_more(self) -> bool:
+        """The total passed MAX_COUNTED: the page says "more than" it rather than count further."""
+        return self.total > MAX_COUNTED
 
     @property
     def has_previous(self) -> bool:
         return self.number > 1
+
+
+# Matches are counted to this many at the most; past it a page says "more than 1,000 hits".
+MAX_COUNTED = 1000
 
 
 def terms_of(query: str) -> list[str]:
@@ -102,13 +113,15 @@ def _sessions_with_text(query: str, project_ids: list[int]) -> Expression | None
 
 def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
     """Those of `sessions` (of the projects `project_ids`) that `query` finds: its text in the key, the
-    title or the metadata (any case), a tag named `query`, its words in a message's text (full-text) or
+    title or a value of the metadata (any case), a tag named `query`, its words in a message's text (full-text) or
     in a note's text (any case). This is what `q` means in the sessions list, of the API and of the
     dashboard alike. One query: the tag, note and full-text parts are subqueries."""
     query = query.strip()
     if not query:
         return sessions
-    found = Q(key__icontains=query) | Q(title__icontains=query) | Q(metadata_text__icontains=query)
+    found = Q(key__icontains=query) | Q(title__icontains=query)
+    if project_ids:  # a value of the metadata, never its keys or JSON punctuation
+        found |= Q(pk__in=sessions_with_metadata_value(query, project_ids))
     found |= Q(pk__in=Session.tags.through.objects.filter(
         tag__project_id__in=project_ids, tag__name=query.lower()).values("session_id"))
     with_text = _sessions_with_text(query, project_ids)
@@ -116,7 +129,7 @@ def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) ->
         found |= Q(pk__in=with_text)
         found |= Q(pk__in=notes_matching(Note.objects.filter(session__project_id__in=project_ids), query)
                    .values("session_id"))
-    return sessions.annotate(metadata_text=Cast("metadata", TextField())).filter(found)
+    return sessions.filter(found)
 
 
 def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
@@ -240,4 +253,10 @@ def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PA
     groups: dict[int, SessionHits] = {}
     for hit in hits:
         groups.setdefault(hit.session.pk, SessionHits(hit.session, [])).hits.append(hit)
-    return SearchPage(list(groups.values()), page, has_next, len(hits))
+    if not has_next and (page == 1 or hits):  # the last page: what came before it, and it, are all there are
+        total = start + len(hits)
+    else:
+        total = note_total + message_search.count_matching(
+            query, terms_of(query), MAX_COUNTED, project_ids=filters.project_ids, role=filters.role,
+            since=filters.since, until=filters.until, has_checkpoint=filters.has_checkpoint)
+    return SearchPage(list(groups.values()), page, has_next, len(hits), total)
