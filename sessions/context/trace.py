@@ -30,7 +30,7 @@ from sessions.context.model_input import Reason
 from sessions.db.message_sizes import FIELD_SHOWN, PAGE_DEFERRED
 from sessions.errors import DomainError
 from sessions.models import Checkpoint, Event, EventType, Message, Role, Session
-from sessions.store.search import SNIPPET, highlight, terms_of
+from sessions.store.search import SNIPPET, Snippet, snippet, terms_of
 
 MAX_QUERY = 200
 MAX_WILDCARDS = 8
@@ -137,7 +137,7 @@ class Coverage:
 @dataclass
 class TraceRow:
     message: Message
-    excerpt: str  # HTML, escaped, with the match in <mark>
+    excerpt: Snippet  # plain text around the match, with where the match is in it
     explanation: Explanation
     coverage: list[Coverage] = field(default_factory=list)
 
@@ -221,16 +221,16 @@ def _found(session: Session, pattern: Pattern, limit: int) -> list[Message]:
     )
 
 
-def _excerpt(message: Message, pattern: Pattern) -> str:
+def _excerpt(message: Message, pattern: Pattern) -> Snippet:
     query = pattern.text.replace("*", " ")
     terms = terms_of(query)
     if message.text_at or not message.calls_at:  # in the text (or found where the database did not say)
         window, start, chars = message.text_window or "", message.window_from, message.text_chars or 0
     elif message.shown_calls is not None:  # in the tool calls, short enough to show as fact_text does
-        return highlight(fact_text(_Calls(message.shown_calls)), query, terms)
+        return snippet(fact_text(_Calls(message.shown_calls)), query, terms)
     else:
         window, start, chars = message.calls_window or "", message.calls_from, message.calls_chars or 0
-    return highlight(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars)
+    return snippet(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars)
 
 
 @dataclass

@@ -507,7 +507,9 @@ class TraceMessageOut(Schema):
 
     seq: int
     role: str
-    excerpt: str = Field(description="HTML: the text around the match, escaped, the match in <mark>")
+    excerpt: str = Field(description="plain text: the text around the match (… where it was cut)")
+    matches: list[tuple[int, int]] = Field(description=(
+        "where the matched words are in excerpt: [start, end) offsets in characters (Unicode code points)"))
     in_model_input: bool = Field(alias="in_input")
     reason: str = Field(description="the explain code: in_input, covered_by_checkpoint, excluded_flag, ...")
     why: str = Field(description="the explain sentence")
@@ -517,7 +519,11 @@ class TraceMessageOut(Schema):
 
     @staticmethod
     def resolve_excerpt(row) -> str:
-        return str(row.excerpt)
+        return row.excerpt.text
+
+    @staticmethod
+    def resolve_matches(row) -> list[tuple[int, int]]:
+        return row.excerpt.marks
 
 
 class TraceRequestOut(Schema):

@@ -132,10 +132,33 @@ def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) ->
     return sessions.filter(found)
 
 
-def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
-              more_after: bool = False) -> SafeString:
-    """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>. `text` may be
-    a window of a longer text (more_before, more_after: it goes on before or after the window)."""
+@dataclass
+class Snippet:
+    """A snippet of a text around a match, as plain text, and where in it the matched words are:
+    (start, end) offsets in characters. The API gives both as they are (JSON carries no markup);
+    the dashboard marks them (as_html)."""
+
+    text: str
+    marks: list[tuple[int, int]]
+
+    def as_html(self) -> SafeString:
+        """The snippet HTML-escaped, each match in <mark>."""
+        out, pos = [], 0
+        for start, end in self.marks:
+            out.append(escape(self.text[pos:start]))
+            out.append("<mark>" + escape(self.text[start:end]) + "</mark>")
+            pos = end
+        out.append(escape(self.text[pos:]))
+        return mark_safe("".join(out))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def snippet(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
+            more_after: bool = False) -> Snippet:
+    """A snippet of `text` around the first match, with where the terms are in it. `text` may be a window
+    of a longer text (more_before, more_after: it goes on before or after the window)."""
     phrase = " ".join(query.split())
     words = {t for t in terms if t}
     if words - STOP_WORDS:
@@ -144,21 +167,22 @@ def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, 
     patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
     patterns += [r"\b" + re.escape(w) + r"\w*" for w in words]
     if not patterns:
-        return mark_safe(("… " if more_before else "") + escape(text[:width]) + (" …" if more_after else ""))
+        return Snippet(("… " if more_before else "") + text[:width] + (" …" if more_after else ""), [])
     pattern = re.compile("|".join(patterns), re.IGNORECASE)
     first = pattern.search(text)
     start = max(0, (first.start() if first else 0) - width // 3)
     end = min(len(text), start + width)
-    snippet = text[start:end]
-    out, pos = [], 0
-    for match in pattern.finditer(snippet):
-        out.append(escape(snippet[pos:match.start()]))
-        out.append("<mark>" + escape(match.group(0)) + "</mark>")
-        pos = match.end()
-    out.append(escape(snippet[pos:]))
     prefix = "… " if start > 0 or more_before else ""
     suffix = " …" if end < len(text) or more_after else ""
-    return mark_safe(prefix + "".join(out) + suffix)
+    cut = text[start:end]
+    marks = [(len(prefix) + m.start(), len(prefix) + m.end()) for m in pattern.finditer(cut)]
+    return Snippet(prefix + cut + suffix, marks)
+
+
+def highlight(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
+              more_after: bool = False) -> SafeString:
+    """A snippet of `text` around the first match, HTML-escaped, with the terms in <mark>."""
+    return snippet(text, query, terms, width, more_before=more_before, more_after=more_after).as_html()
 
 
 def search_messages(query: str, filters: SearchFilters, limit: int = PAGE, offset: int = 0) -> list[Hit]:

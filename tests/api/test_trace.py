@@ -49,7 +49,9 @@ def test_it_says_which_summary_lost_a_string_and_the_first_request_without_it(ap
     assert [m["seq"] for m in body["messages"]] == [1, 2, 4]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "assistant"]
     assert all(not m["in_model_input"] and m["reason"] == "covered_by_checkpoint" for m in body["messages"])
-    assert "<mark>W9609649</mark>" in body["messages"][0]["excerpt"]
+    first = body["messages"][0]
+    assert "<mark>" not in first["excerpt"]  # plain text: the offsets say where the match is
+    assert [first["excerpt"][start:end] for start, end in first["matches"]] == ["W9609649"]
     assert "W9609649" in body["messages"][1]["excerpt"]  # found in the tool call's arguments
     assert body["messages"][0]["checkpoints"] == [
         {"id": checkpoint["id"], "number": checkpoint["number"], "last_seq": checkpoint["last_seq"], "created_at_seq": at, "carries": False}]
@@ -124,14 +126,17 @@ def test_a_hidden_message_never_reached_the_model(api, order_session):
     assert body["messages"][0]["reason"] == "excluded_flag"
 
 
-def test_the_excerpt_is_escaped(api):
+def test_the_excerpt_is_the_plain_text_with_the_offsets_of_the_match(api):
     api.post("/sessions/xss/messages", {"messages": [
         {"role": "user", "content": "<script>alert(1)</script> order W1234567"}]})
 
-    excerpt = api.get("/sessions/xss/trace", query={"q": "W1234567"}).json()["messages"][0]["excerpt"]
+    row = api.get("/sessions/xss/trace", query={"q": "W1234567"}).json()["messages"][0]
 
-    assert "<script>" not in excerpt
-    assert "&lt;script&gt;" in excerpt
+    # JSON carries the text as it is, no HTML entities; whoever shows it as HTML escapes it (the
+    # dashboard does: tests/dashboard/test_trace.py).
+    assert row["excerpt"] == "<script>alert(1)</script> order W1234567"
+    assert "&lt;" not in row["excerpt"]
+    assert [row["excerpt"][start:end] for start, end in row["matches"]] == ["W1234567"]
 
 
 def test_it_lists_at_most_50_messages_and_says_when_more_hold_it(api):

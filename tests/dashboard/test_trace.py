@@ -156,3 +156,15 @@ def test_the_event_history_says_how_many_facts_a_compaction_lost(viewer_client, 
     doc = parse(viewer_client.get(session.get_absolute_url()))
 
     assert doc.one("span", cls="lost-count").text() == f"{checkpoint.facts_lost} facts lost"
+
+
+def test_the_dashboard_marks_the_match_and_escapes_the_text(viewer_client, project):
+    """The API gives the excerpt as plain text with the match's offsets; the page escapes the text and
+    marks the match itself."""
+    append_messages(project, "xss-trace", [{"role": "user", "content": "<script>alert(1)</script> order W1234567"}],
+                    "test")
+    session = Session.objects.select_related("project").get(project=project, key="xss-trace")
+    response = viewer_client.get(url(session, "session_trace"), {"q": "W1234567"}, headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; order <mark>W1234567</mark>" in html
