@@ -577,6 +577,9 @@ class ImportJob(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     file_name = models.CharField(max_length=300)
     stored_name = models.CharField(max_length=500, blank=True, default="")  # in CTXWEB_IMPORT_DIR, until done
+    # Whether "Run again" may help: false when the file itself is at fault (not JSON, not UTF-8, empty,
+    # not of its format), true when the run was (a lost worker, a database error).
+    retry_helps = models.BooleanField(default=True)
     size = models.BigIntegerField(default=0)
     format = models.CharField(max_length=30, default="auto")  # as asked; `detected_format` is what was read
     detected_format = models.CharField(max_length=30, blank=True, default="")

@@ -78,6 +78,9 @@ def import_job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
     job = access.get_import_job_for(request.user, job_id)
     if job.state != ImportJob.State.FAILED or not job.stored_name:
         flash.error(request, "Only a failed import whose file is still stored can run again.")
+    elif not job.retry_helps:
+        flash.error(request, "Running this import again would fail the same way: the file itself is at fault. "
+                             "Correct it (or choose its format) and upload it again.")
     else:
         retry_job(job)
     return redirect("import_job", job_id=job.pk)

@@ -46,7 +46,7 @@ def create_job(project: Project, user, upload, fmt: str = "auto", key_prefix: st
 def retry_job(job: ImportJob) -> None:
     """Queue a failed job again: what it stored is kept, and client ids make the re-run complete it."""
     ImportJob.objects.filter(pk=job.pk).update(state=ImportJob.State.QUEUED, error="", finished_at=None,
-                                               attempts=0)
+                                               attempts=0, retry_helps=True)
     transaction.on_commit(lambda: run_import_job.enqueue(job.pk))
 
 
@@ -82,8 +82,8 @@ def sweep_import_jobs() -> int:
             else:
                 job.state, job.finished_at = ImportJob.State.FAILED, timezone.now()
                 job.error = f"{cut_off}; gave up after {job.attempts} attempts (Run again to try once more)"
-            job.lease_expires_at = None
-            job.save(update_fields=["state", "error", "finished_at", "lease_expires_at"])
+            job.lease_expires_at, job.retry_helps = None, True  # the run was cut off, not the file at fault
+            job.save(update_fields=["state", "error", "finished_at", "lease_expires_at", "retry_helps"])
             acted += 1
     return acted
 
@@ -126,6 +126,7 @@ def run_job(job: ImportJob) -> str:
                                  key_prefix=job.key_prefix, actor=actor, on_progress=on_progress)
     state = ImportJob.State.FAILED if report.error else ImportJob.State.COMPLETED
     _save_report(job, report, state=state, error=report.error or "", finished_at=timezone.now(), lease_expires_at=None,
+                 retry_helps=bool(report.error) and report.retry_helps,
                  bytes_read=job.size if not report.error else ImportJob.objects.get(pk=job.pk).bytes_read)
     if not report.error and path is not None:
         storage().delete(job.stored_name)

@@ -164,8 +164,10 @@ def test_unknown_blocks_are_kept_in_attributes(import_bytes):
 def test_the_sample_named_openai_fails_instead_of_storing_garbage(import_bytes):
     report = import_bytes("trip.json", SAMPLE, fmt="openai")
 
+    # The reason, then the format detection picks (issue 39, item 9).
     assert report.error == ("record 0, message 0: content part type 'image' is not an OpenAI Chat Completions part; "
-                            "OpenAI's are text, image_url, input_audio, file and refusal")
+                            "OpenAI's are text, image_url, input_audio, file and refusal (the file looks like "
+                            "anthropic: import it as anthropic, or let the format be detected with auto)")
     assert Message.objects.count() == 0
 
 

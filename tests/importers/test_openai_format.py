@@ -133,9 +133,11 @@ def test_a_message_the_api_would_refuse_fails_the_file_with_the_reason(import_by
 def test_forcing_a_format_on_a_file_of_another_shape_fails_cleanly(import_bytes):
     report = import_bytes("chat.json", CONVERSATION, fmt="claude-code")
 
-    assert report.error == "line 1: not a Claude Code entry (it has no type)"
+    assert report.error == ("line 1: not a Claude Code entry (it has no type) (the file looks like openai: "
+                            "import it as openai, or let the format be detected with auto)")
     assert import_bytes("chat.json", {"messages": CONVERSATION}, fmt="claude-code").error == (
-        "a Claude Code log is JSON Lines: one entry per line"
+        "a Claude Code log is JSON Lines: one entry per line (the file looks like openai: import it as openai, or "
+        "let the format be detected with auto)"
     )
 
 
@@ -171,7 +173,7 @@ def test_files_that_are_not_transcripts_fail_with_the_reason(import_bytes, data,
 def test_a_record_that_is_not_openai_fails_the_file_and_stores_nothing(import_bytes, message, reason):
     report = import_bytes("mixed.json", [*CONVERSATION[:4], message], fmt="openai")
 
-    assert report.error == f"record 0, message 4: {reason}"
+    assert report.error.startswith(f"record 0, message 4: {reason}")  # then what detection would read it as
     assert Session.objects.count() == 0 and Message.objects.count() == 0
 
 

@@ -153,7 +153,8 @@ def test_an_item_swe_agent_would_not_send_fails_the_file(import_bytes, item, rea
 def test_another_format_named_swe_agent_fails(import_bytes, data):
     report = import_bytes("other.jsonl" if data.startswith(b'{"type"') else "other.json", data, fmt="swe-agent")
 
-    assert report.error == "a SWE-agent trajectory is a JSON object with a `history` list"
+    assert report.error.startswith("a SWE-agent trajectory is a JSON object with a `history` list (the file "
+                                   "looks like ")
 
 
 def test_parsing_keeps_content_given_as_text_parts(db):

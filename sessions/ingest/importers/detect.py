@@ -159,7 +159,26 @@ def parse_transcript(name: str, data: bytes, fmt: str = "auto", key_prefix: str 
     source = Source.for_file(name, key_prefix)
     value, jsonl = load(name, data)
     if fmt == "auto":
-        fmt = detect(value, jsonl)
+        return _parse(value, jsonl, name, data, detect(value, jsonl), source)
+    try:
+        return _parse(value, jsonl, name, data, fmt, source)
+    except TranscriptError as exc:
+        raise TranscriptError(f"{exc}{_looks_like(value, jsonl, fmt)}") from exc
+
+
+def _looks_like(value, jsonl: bool, asked: str) -> str:
+    """For a file that is not a transcript of the format asked: what detection would read it as, when
+    that is another format (said so the person can choose it), else nothing."""
+    try:
+        found = detect(value, jsonl)
+    except (TranscriptError, ValueError, TypeError, KeyError, AttributeError):
+        return ""
+    if found == asked:
+        return ""
+    return f" (the file looks like {found}: import it as {found}, or let the format be detected with auto)"
+
+
+def _parse(value, jsonl: bool, name: str, data: bytes, fmt: str, source: Source) -> Parsed:
     if fmt == ctxweb_export.FORMAT:
         if not isinstance(value, dict | list):
             raise TranscriptError("a ctxweb export is a JSON object (or its JSON Lines form)")

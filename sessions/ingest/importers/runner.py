@@ -69,6 +69,9 @@ class FileReport:
     name: str
     format: str = ""
     keys: list[str] = field(default_factory=list)
+    # Whether running the same file again may succeed: only after a failure of the run itself (a lost
+    # worker, a database error), never after one of the file (not JSON, not UTF-8, empty, another format).
+    retry_helps: bool = False
     sessions_created: int = 0
     messages: int = 0  # stored now
     duplicates: int = 0  # already stored by an earlier import, so skipped
@@ -361,13 +364,17 @@ Progress = Callable[[FileReport, int, int], None]  # (report so far, bytes check
 
 
 def _failed(name: str, fmt: str, exc: Exception) -> FileReport:
+    """The report of a file that failed, saying why, and whether running it again may help: not when the
+    file is at fault (it would fail the same way), only when the run was (an unexpected error)."""
     if isinstance(exc, TranscriptError | DomainError):
         reason = exc.detail if isinstance(exc, DomainError) else str(exc)
     elif isinstance(exc, ijson.JSONError):
         reason = f"not valid JSON: {exc}"
+    elif isinstance(exc, UnicodeDecodeError):
+        reason = f"not UTF-8 text: {exc}"
     else:  # one odd file must not stop the others; the trace goes to the log
         logger.error("importing %s failed", name, exc_info=exc)
-        reason = f"unexpected error ({type(exc).__name__}: {exc})"
+        return FileReport(name, fmt, error=f"unexpected error ({type(exc).__name__}: {exc})", retry_helps=True)
     return FileReport(name, fmt, error=reason)
 
 
@@ -411,7 +418,8 @@ def import_data(
                   for imported in parsed.sessions], actor)
             report.entries_skipped = parsed.skipped
     except Exception as exc:  # what was stored before the failure stays hidden, and the report counts it
-        report.error = _failed(name, report.format, exc).error
+        failed = _failed(name, report.format, exc)
+        report.error, report.retry_helps = failed.error, failed.retry_helps
         return report
     if on_progress:
         on_progress(report, size, size)
@@ -606,7 +614,8 @@ def import_stream(project: Project, stream: StreamedFile, file, name: str, *, ac
             else:
                 store_session(project, session, actor, report, source_of(name), progress)
     except Exception as exc:  # what was stored before the failure stays, and the report counts it
-        report.error = _failed(name, report.format, exc).error
+        failed = _failed(name, report.format, exc)
+        report.error, report.retry_helps = failed.error, failed.retry_helps
         return report
     report.entries_skipped = stream.skipped
     if on_progress:
