@@ -28,9 +28,13 @@ def broken_llm(monkeypatch, settings):
 
 @pytest.fixture
 def over(project):
-    update_session(project, "failing", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 50, "auto": True}}, "test")
-    return append_messages(project, "failing", [
-        user(100, "First question."), assistant(100, "First answer."), user(120, "Second question.")], "test").session
+    """A session over its max_tokens with automatic compaction on, whose run the test asks for itself:
+    stored with automatic compaction off, since the append would otherwise enqueue it at once."""
+    update_session(project, "failing", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 50, "auto": False}}, "test")
+    append_messages(project, "failing", [
+        user(100, "First question."), assistant(100, "First answer."), user(120, "Second question.")], "test")
+    return update_session(project, "failing", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 50, "auto": True}},
+                          "test")[0]
 
 
 def run_box(client, session):
