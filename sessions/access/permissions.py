@@ -149,6 +149,16 @@ def manages_keys(user) -> bool:
     return any(RANK[role] >= RANK[ACTIONS["manage_keys"]] for role in roles_of(user).values())
 
 
+def members_page_project(user, current: str | None = None):
+    """The project whose members page the header links to: the one being looked at when the user may
+    manage its members, else the first (by name) whose members the user manages; None when there is none."""
+    managed = [pk for pk, role in roles_of(user).items() if RANK[role] >= RANK[ACTIONS["manage_members"]]]
+    if not managed:
+        return None
+    projects = Project.objects.filter(pk__in=managed).order_by("name")
+    return (projects.filter(name=current).first() if current else None) or projects.first()
+
+
 def imports_anywhere(user) -> bool:
     return any(RANK[role] >= RANK[ACTIONS["import"]] for role in roles_of(user).values())
 

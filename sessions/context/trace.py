@@ -103,7 +103,7 @@ def parse_pattern(query) -> Pattern:
         raise DomainError("q must not contain NUL characters", code="invalid_query", status=400)
     literal = text.replace("*", "")
     if len(literal.strip()) < 2:
-        raise DomainError("q needs at least 2 characters other than *", code="invalid_query", status=400)
+        raise DomainError("Trace needs at least 2 characters other than *", code="invalid_query", status=400)
     parts = re.sub(r"\*+", "*", text).split("*")
     if len(parts) - 1 > MAX_WILDCARDS:
         raise DomainError(f"q may hold at most {MAX_WILDCARDS} wildcards (*)", code="invalid_query", status=400)
@@ -282,7 +282,7 @@ def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace)
     after = [c for c in checkpoints if c.last_seq >= last]
     covering = after[0]
     they = "it was" if len(sent) == 1 else "they were"
-    head = f"{head}; {they} covered by checkpoint {covering.number} at #{covering.created_at_seq}"
+    head = f"{head}; {they} covered by checkpoint {covering.number} (made after #{covering.created_at_seq})"
     if carried[current.pk]:
         if current.pk == covering.pk:
             return f"{head}, whose summary carries it, so the model still sees it in the summary."
@@ -299,7 +299,7 @@ def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace)
     if lost_at.pk == covering.pk:
         head += ", whose summary does not mention it"
     else:
-        head += f", whose summary carries it, but checkpoint {lost_at.number} at #{lost_at.created_at_seq} does not"
+        head += f", whose summary carries it, but checkpoint {lost_at.number} (made after #{lost_at.created_at_seq}) does not"
     sentence = f"{head}, so no request after #{lost_at.created_at_seq} carried it."
     if result.first_request is not None:
         sentence = sentence[:-1] + f" (the first without it: request {result.first_request.pk})."

@@ -42,7 +42,7 @@ def test_it_says_which_summary_lost_a_string_and_the_first_request_without_it(ap
     body = response.json()
     at = checkpoint["created_at_seq"]
     assert body["answer"] == (
-        f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint['number']} at #{at}, whose "
+        f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint['number']} (made after #{at}), whose "
         f"summary does not mention it, so no request after #{at} carried it (the first without it: request "
         f"{request['event_id']})."
     )
@@ -68,7 +68,7 @@ def test_a_summary_that_carries_the_string_keeps_it_for_the_model(api, order_ses
     body = api.get("/sessions/order/trace", query={"q": "W9609649"}).json()
 
     assert body["answer"].endswith(
-        f"they were covered by checkpoint {checkpoint['number']} at #{checkpoint['created_at_seq']}, whose summary "
+        f"they were covered by checkpoint {checkpoint['number']} (made after #{checkpoint['created_at_seq']}), whose summary "
         "carries it, so the model still sees it in the summary.")
     assert body["messages"][0]["checkpoints"][0]["carries"] is True
     assert body["lost_at_checkpoint_id"] is None
@@ -85,8 +85,8 @@ def test_a_later_checkpoint_that_drops_the_string_is_the_one_that_lost_it(api, o
     body = api.get("/sessions/order/trace", query={"q": "W9609649"}).json()
 
     assert body["answer"].endswith(
-        f"covered by checkpoint {first['number']} at #{first['created_at_seq']}, whose summary carries it, but "
-        f"checkpoint {second['number']} at #{second['created_at_seq']} does not, so no request after "
+        f"covered by checkpoint {first['number']} (made after #{first['created_at_seq']}), whose summary carries it, but "
+        f"checkpoint {second['number']} (made after #{second['created_at_seq']}) does not, so no request after "
         f"#{second['created_at_seq']} carried it.")
     assert [(c["id"], c["carries"]) for c in body["messages"][0]["checkpoints"]] == [
         (first["id"], True), (second["id"], False)]

@@ -51,7 +51,7 @@ def test_the_trace_box_answers_where_a_covered_literal_went(live_server, login, 
     answer = page.locator(".trace-answer")
     at = checkpoint.created_at_seq
     expect(answer).to_have_text(
-        f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint.number} at #{at}, whose "
+        f"“W9609649” appears in #1, #2 and #4; they were covered by checkpoint {checkpoint.number} (made after #{at}), whose "
         f"summary does not mention it, so no request after #{at} carried it (the first without it: request "
         f"{request_event.pk})."
     )

@@ -60,6 +60,17 @@ SUMMARY_NOT_SENT = "the model gets this summary from the checkpoint made of this
 FAMILY = "claude_code__sessionId"  # the metadata path of the sessionId a parent and its sub-agents share
 COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
 COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+
+
+def _command_line(command: re.Match, arguments: re.Match | None) -> str:
+    """A slash command as the user typed it: its name and its arguments."""
+    return " ".join(part.group(1).strip() for part in (command, arguments) if part and part.group(1).strip())
+
+
+def _has_arguments(typed: str) -> bool:
+    return len(typed.split(None, 1)) > 1
+
+
 # User lines Claude Code writes that are not prompts: a local command's output, an interruption.
 NOT_PROMPTS = ("<local-command-stdout>", "<local-command-stderr>", "[Request interrupted")
 
@@ -175,7 +186,8 @@ class Thread:
         return first["content"] if first and isinstance(first.get("content"), str) else None
 
     def first_prompt(self) -> str | None:
-        """The first prompt the user typed, or else the first slash command with its arguments."""
+        """The first prompt the user typed, a slash command with its arguments counting as one (`/review
+        the login flow`); a bare slash command (`/clear`) only when there is nothing else."""
         commands = []
         for message in self.messages:
             if isinstance(message, AssistantMessage) or message["role"] != "user":
@@ -185,8 +197,10 @@ class Thread:
             if attributes.get("isMeta") or attributes.get("isCompactSummary") or text.startswith(NOT_PROMPTS):
                 continue
             if command := COMMAND.search(text):
-                arguments = COMMAND_ARGS.search(text)
-                commands.append(" ".join(part.group(1).strip() for part in (command, arguments) if part))
+                typed = _command_line(command, COMMAND_ARGS.search(text))
+                if _has_arguments(typed):
+                    return _one_line(typed)
+                commands.append(typed)
             elif text:
                 return _one_line(text)
         return _one_line(commands[0]) if commands else None
@@ -392,9 +406,12 @@ class ThreadPlan:
             if text.startswith(NOT_PROMPTS):
                 continue
             if command := COMMAND.search(text):
+                typed = _command_line(command, COMMAND_ARGS.search(text))
+                if _has_arguments(typed):  # a slash command with arguments is a prompt too
+                    self.first_text = _one_line(typed)
+                    return
                 if self.first_command is None:
-                    arguments = COMMAND_ARGS.search(text)
-                    self.first_command = " ".join(part.group(1).strip() for part in (command, arguments) if part)
+                    self.first_command = typed
             elif text:
                 self.first_text = _one_line(text)
                 return

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sessions.ingest.importers import claude_code, codex, ctxweb_export, request_log, swe_agent
 from sessions.wire import anthropic, openai, openai_responses
 from sessions.wire.json_body import nested_too_deep, too_deep
-from sessions.wire.parsed import Parsed, Source, TranscriptError
+from sessions.wire.parsed import Parsed, Source, TranscriptError, text_of
 
 FORMATS = (
     "auto", "openai", "anthropic", "claude-code", "codex", "swe-agent", "ctxweb", "openai-responses", "request-log",
@@ -207,4 +207,28 @@ def chat_session(fmt: str, conversation: Conversation, source: Source, record: i
     in a file of several (None for a file of one)."""
     module = anthropic if fmt == anthropic.FORMAT else openai
     key = source.key() if record is None else source.key(record)
-    return module.to_session(conversation, source, key, record)
+    imported = module.to_session(conversation, source, key, record)
+    if not imported.title:
+        imported.title = _task_instruction(conversation.metadata) or _first_user_text(imported.messages)
+    return imported
+
+
+def _task_instruction(metadata: dict | None) -> str | None:
+    """The task a benchmark run records (tau-bench: info.task.instruction), which says what the
+    conversation is about better than its first line."""
+    task = ((metadata or {}).get("info") or {}).get("task") if isinstance((metadata or {}).get("info"), dict) else None
+    instruction = task.get("instruction") if isinstance(task, dict) else None
+    return _one_line(instruction) if isinstance(instruction, str) and instruction.strip() else None
+
+
+def _first_user_text(messages: list[dict]) -> str | None:
+    """A session's title when its file gives none: its first user message, on one line."""
+    for message in messages:
+        if message.get("role") == "user" and (text := text_of(message.get("content")).strip()):
+            return _one_line(text)
+    return None
+
+
+def _one_line(text: str, width: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
