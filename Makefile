@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 # Development defaults; a deployment sets DEBUG=0 and a real SECRET_KEY (see docs/deployment.md).
 export DEBUG ?= 1
 # Where `make run` serves: make run HOST=0.0.0.0 PORT=8100
@@ -16,9 +16,9 @@ PORT ?= 8000
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]' -e clients/python
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -2,7 +2,7 @@
 
     from agents import Agent, Runner
     from ctxweb.agents import CtxwebSession
-    from ctxweb.client import Client
+    from ctxweb_client import Client
 
     session = CtxwebSession("support-42", Client("http://127.0.0.1:8000", "ctx_..."))
     result = await Runner.run(agent, "Hello", session=session)

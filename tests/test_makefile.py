@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make
 
 @pytest.fixture
 def scratch(tmp_path) -> Path:
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "clients/python/pyproject.toml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     return tmp_path
 

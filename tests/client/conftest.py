@@ -8,8 +8,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from ctxweb_client import Client
 
-from ctxweb.client import Client
 from sessions.access.api_keys import create_api_key
 from sessions.models import Project
 

@@ -1,4 +1,4 @@
-"""ctxweb.client.Client against a live server: every method, errors raised with the API's code and
+"""ctxweb_client.Client against a live server: every method, errors raised with the API's code and
 status, and a batch retried after a timeout stored once."""
 
 import subprocess
@@ -6,8 +6,7 @@ import sys
 from datetime import datetime
 
 import pytest
-
-from ctxweb.client import (
+from ctxweb_client import (
     AppendResult,
     AuthenticationError,
     Checkpoint,
@@ -24,6 +23,7 @@ from ctxweb.client import (
     Timeout,
     ValidationError,
 )
+
 from sessions.models import Event, EventType
 from sessions.models import Message as MessageRow
 from tests.builders import assistant, call, tool, user
@@ -41,7 +41,7 @@ WEATHER = [
 
 
 def test_importing_the_client_does_not_import_django():
-    code = "import sys, ctxweb.client; print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    code = "import sys, ctxweb_client; print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'sessions')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

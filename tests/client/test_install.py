@@ -1,7 +1,8 @@
-"""How docs/capture-and-import.md has an application get the Python client: `pip install --no-deps` of this
-repository into a fresh virtualenv (no system site-packages, so no Django), then `ctxweb.client`
-imported there, in a process of its own, and called against a live server. The build is pip's usual
-isolated one, so it fetches setuptools from the package index (pip's cache serves it again)."""
+"""How docs/capture-and-import.md has an application get the Python client: `pip install ./clients/python`,
+the ctxweb-client distribution, into a fresh virtualenv (no system site-packages), then `ctxweb_client`
+imported there, in a process of its own, and called against a live server. Neither Django nor the
+server's packages (sessions, ctxweb) come with it. The build is pip's usual isolated one, so it fetches
+setuptools from the package index (pip's cache serves it again)."""
 
 import json
 import os
@@ -16,14 +17,14 @@ from sessions.models import Message, Session
 from tests.client.conftest import LIVE
 
 ROOT = Path(__file__).resolve().parents[2]
-# What the build reads (pyproject's packages.find and readme); copied, so that pip's in-tree build
-# leaves no build/ or *.egg-info in the checkout.
-SOURCES = ("pyproject.toml", "README.md", "ctxweb", "sessions")
+# The client's distribution, copied, so that pip's in-tree build leaves no build/ or *.egg-info in the
+# checkout.
+CLIENT = ROOT / "clients" / "python"
 
 APP = """
 import json, sys
-import ctxweb.client
-from ctxweb.client import Client
+import ctxweb_client
+from ctxweb_client import Client
 
 url, key = sys.argv[1:3]
 client = Client(url, key, timeout=10)
@@ -31,7 +32,7 @@ client.put_session("installed-app", title="From a fresh virtualenv")
 appended = client.append("installed-app", [{"role": "user", "content": "Hello from an application"}])
 model_input = client.model_input("installed-app", format="openai")
 print(json.dumps({
-    "client_file": ctxweb.client.__file__,
+    "client_file": ctxweb_client.__file__,
     "seqs": [m.seq for m in appended.messages],
     "messages": model_input.messages,
     "django_loaded": any(name == "django" or name.startswith("django.") for name in sys.modules),
@@ -48,23 +49,17 @@ def pip_env() -> dict:
 
 @pytest.fixture(scope="module")
 def app_python(tmp_path_factory) -> Path:
-    """A fresh virtualenv with this repository installed into it, without dependencies."""
+    """A fresh virtualenv with the client's distribution installed into it (it depends on nothing)."""
     base = tmp_path_factory.mktemp("application")
-    source = base / "ctxweb-checkout"
-    for name in SOURCES:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            source.mkdir(exist_ok=True)
-            shutil.copy(path, source / name)
+    source = base / "ctxweb-client"
+    shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build"))
     # Without a pip of its own (ensurepip takes most of a quarter of a minute): the tests' pip installs
     # into it with --python, as the venv's own pip would.
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=pip_env(),
                    timeout=120)
     python = venv / "bin" / "python"
-    result = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-v", "--no-deps",
+    result = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-v",
                              str(source)], capture_output=True, text=True, env=pip_env(), cwd=base, timeout=300)
     output = result.stdout + result.stderr
     if result.returncode != 0 and "No matching distribution found for setuptools" in output:
@@ -98,7 +93,17 @@ def test_the_installed_client_talks_to_a_live_server_without_django(app_python, 
         "Hello from an application"]
 
 
-def test_django_is_not_installed_in_the_applications_virtualenv(app_python):
-    result = subprocess.run([str(app_python), "-I", "-c", "import django"], capture_output=True, text=True,
-                            env=pip_env(), timeout=60)
-    assert result.returncode != 0 and "No module named 'django'" in result.stderr
+@pytest.mark.parametrize("module", ["django", "sessions", "ctxweb"])
+def test_neither_django_nor_the_server_comes_with_the_client(app_python, tmp_path, module):
+    result = subprocess.run([str(app_python), "-I", "-c", f"import {module}"], capture_output=True, text=True,
+                            env=pip_env(), cwd=tmp_path, timeout=60)
+    assert result.returncode != 0 and f"No module named '{module}'" in result.stderr
+
+
+def test_the_server_keeps_ctxweb_client_as_the_same_module():
+    """One release more, `ctxweb.client` is `ctxweb_client` itself: the same classes under either name."""
+    import ctxweb_client
+
+    import ctxweb.client
+
+    assert ctxweb.client is ctxweb_client and ctxweb.client.Client is ctxweb_client.Client

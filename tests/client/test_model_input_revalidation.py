@@ -3,8 +3,8 @@ the session is unchanged the live server answers 304 without building it, and th
 input it remembered, as a fresh copy."""
 
 import pytest
+from ctxweb_client import Client
 
-from ctxweb.client import Client
 from sessions.http import model_input as sessions_api
 from tests.client.conftest import LIVE
 

@@ -9,13 +9,13 @@ import re
 
 import openai
 import pytest
+from ctxweb_client import Client
 from django.core.signals import request_started
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ctxweb.client import Client
 from sessions.access.api_keys import create_api_key
 from sessions.models import Project, RecordedRequest, Session
 from tests.otlp.chat_server import ChatServer
