@@ -66,8 +66,9 @@ def test_the_walkthrough_prints_each_answer_on_its_own_line(server):
     result = run(block, *server)
     assert result.returncode == 0, result.stderr
     answers = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    assert len(answers) == block.count("curl ") == 5
-    assert answers[0]["key"] == "readme-demo" and answers[-1]["items"]
+    assert len(answers) == block.count("curl ") == 6
+    assert answers[0]["key"] == "readme-demo" and answers[-2]["items"]  # step 5: the events
+    assert answers[-1]["session"] == "readme-openai"  # step 6: the append in OpenAI's own shape
 
 
 def test_a_failing_request_stops_the_walkthrough_with_the_apis_error(server):
@@ -76,3 +77,4 @@ def test_a_failing_request_stops_the_walkthrough_with_the_apis_error(server):
     result = run(block, url, "ctx_not-a-key")
     assert result.returncode != 0
     assert json.loads(result.stdout.splitlines()[0])["code"] == "invalid_api_key"
+    assert len(result.stdout.splitlines()) == 1  # the first failing step stops the rest

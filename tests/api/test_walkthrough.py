@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from sessions.access.api_keys import create_api_key
+from sessions.models import Session
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 STEP_MARK = "<<<ctxweb-walkthrough-step>>>"
@@ -47,8 +48,8 @@ def test_the_readme_walkthrough_does_what_it_promises(live_server, project, sett
 
     assert result.returncode == 0, result.stderr
     outputs = [o.strip() for o in result.stdout.split(STEP_MARK)][:-1]
-    assert len(outputs) == count == 6, result.stdout
-    created, appended, model_input, compaction, events, model_input_after = [json.loads(o) for o in outputs]
+    assert len(outputs) == count == 7, result.stdout
+    created, appended, model_input, compaction, events, native, model_input_after = [json.loads(o) for o in outputs]
 
     # 1. The session, with its instructions and small threshold.
     assert created["key"] == "readme-demo"
@@ -90,3 +91,27 @@ def test_the_readme_walkthrough_does_what_it_promises(live_server, project, sett
     assert after[1]["content"].startswith("Summary of the earlier conversation, covering messages 1–4:")
     assert after[2:] == [{"role": "user", "content": "And in Porto?"}]
     assert model_input_after["checkpoint"]["id"] == compaction["checkpoint"]["id"]
+
+    # 6. The same kind of conversation sent in OpenAI's own shape: its system message stored and made the
+    # instructions, the image part and the tool call read into ctxweb's shape.
+    assert native["session"] == "readme-openai" and native["compaction"] is None
+    assert [m["stored"] for m in native["messages"]] == [True] * 5
+    stored = Session.objects.get(key="readme-openai")
+    assert stored.instructions == "You are a travel assistant."
+    rows = list(stored.messages.order_by("seq").values_list("role", "content", "tool_calls"))
+    assert [role for role, _, _ in rows] == ["system", "user", "assistant", "tool", "assistant"]
+    assert rows[1][1][1]["type"] == "image" and rows[1][1][1]["url"].startswith("data:image/png;base64,")
+    assert rows[2][2] == [{"id": "call_gate", "name": "flight_status", "arguments": '{"flight": "TP1351"}'}]
+
+
+def test_without_a_key_the_walkthrough_stops_before_sending_anything(live_server, project, settings):
+    """The steps are one && list: a missing key stops it at step 1, and no session is made."""
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, urlparse(live_server.url).hostname]
+    settings.SECURE_SSL_REDIRECT = False
+    chunks = [c.strip() for c in walkthrough().split("\n\n") if c.strip()]
+    text = f"export CTXWEB_URL={live_server.url}/api/v1\nexport CTXWEB_KEY=\n" + "\n\n".join(chunks[1:]) + "\n"
+    result = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=60, cwd=README.parent,
+                            env={**os.environ, "LC_ALL": "C.UTF-8"})
+    assert result.returncode != 0
+    assert "no API key" in result.stderr and result.stdout == ""
+    assert not Session.objects.exists()
