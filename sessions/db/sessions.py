@@ -2,7 +2,7 @@
 The ORM can only search the metadata as one serialized JSON text (Cast to text, icontains), which matches
 its keys and its punctuation too: `"` found every session with metadata. Each database walks the JSON
 itself here (SQLite's json_tree, PostgreSQL's jsonpath `$.**`) and compares the scalar values alone;
-tests/dashboard/test_sessions_list_query.py holds it against a walk of the same metadata in Python."""
+tests/dashboard/test_search_totals.py holds it against a walk of the same metadata in Python."""
 
 from django.db import connection
 from django.db.models.expressions import RawSQL
