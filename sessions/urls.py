@@ -30,6 +30,7 @@ session_patterns = [
     path("requests/<int:event_id>/", views.request_view, name="request_view"),
     path("recorded/<int:number>/", views.recorded_request_diff, name="recorded_request_diff"),
     path("compact/", views.compact_now, name="session_compact"),
+    path("compaction-run/", views.compaction_run_fragment, name="session_compaction_run"),
     path("what-if/", views.what_if, name="session_what_if"),
     path("what-if/settings/", views.save_compaction_settings, name="session_save_compaction"),
     path("messages/<int:seq>/", views.message_full, name="message_full"),

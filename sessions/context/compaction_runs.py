@@ -9,6 +9,7 @@ mid-run stops renewing: `sweep_compaction_runs` (at worker start and periodicall
 every STARTED still gets exactly one terminal event, and puts the run back in the queue.
 """
 
+import math
 import threading
 import time
 from datetime import datetime, timedelta
@@ -113,12 +114,28 @@ def same_oversized_turn(session: Session, latest: CompactionRun) -> bool:
     return not session.messages.filter(role=Role.USER, seq__gt=latest.options["at_seq"]).exists()
 
 
-def request_compaction(session: Session, actor: str, **options) -> CompactionRun:
+# A requested run's options key when it works a backlog off: {"run": n, "of_about": m}, the n-th run of a
+# backlog estimated at m runs when that run was enqueued.
+BACKLOG = "backlog"
+
+
+def backlog_runs(session: Session, max_tokens: int) -> int:
+    """About how many runs bring the session's input under `max_tokens`: what is over it, a run's
+    budget (CTXWEB_COMPACTION_RUN_MAX_TOKENS) at a time; at least one."""
+    over = max(0, session.input_tokens - max_tokens)
+    return max(1, math.ceil(over / max(1, settings.CTXWEB_COMPACTION_RUN_MAX_TOKENS)))
+
+
+def request_compaction(session: Session, actor: str, backlog: bool = False, **options) -> CompactionRun:
     """A compaction asked for by a client (POST .../compact, the dashboard), its options checked here
     so bad ones are refused before anything is stored. 409 when the session already has a run queued
-    or running: a request carries its own settings, so it cannot join it."""
-    requested_settings(session, options.get("max_tokens"), options.get("keep_recent_tokens"), options.get("summarizer"),
-                       options.get("summary"))
+    or running: a request carries its own settings, so it cannot join it. With `backlog`, each run that
+    completes with the input still over max_tokens and its budget reached enqueues the next, on the
+    worker, until the input is under max_tokens (as `manage.py compact` works it off in one process)."""
+    compaction = requested_settings(session, options.get("max_tokens"), options.get("keep_recent_tokens"),
+                                    options.get("summarizer"), options.get("summary"))
+    if backlog:
+        options = {**options, BACKLOG: {"run": 1, "of_about": backlog_runs(session, compaction.max_tokens)}}
     run, created = enqueue_compaction(session, trigger="request", actor=actor, options=options)
     if not created:
         raise Conflict(
@@ -238,7 +255,21 @@ def run_compaction(run_id: int) -> str:
         # A backlog larger than one run's budget: the next run is enqueued now that this one is done,
         # until the input is under max_tokens (compact_if_needed enqueues only while it is over).
         compact_if_needed(Session.objects.get(pk=run.session_id), run.actor)
+    elif state == State.COMPLETED and run.options.get(BACKLOG) and outcome.plan is not None and outcome.plan.budget_reached \
+            and outcome.tokens_after > outcome.plan.settings.max_tokens:
+        continue_backlog(run, outcome)
     return state
+
+
+def continue_backlog(run: CompactionRun, outcome: Outcome) -> CompactionRun | None:
+    """The next run of a requested backlog, with the same options, once this one has completed with the
+    input still over max_tokens; None when the session has another run queued or running already."""
+    session = Session.objects.get(pk=run.session_id)
+    step = run.options[BACKLOG]["run"] + 1
+    about = max(step, step - 1 + backlog_runs(session, outcome.plan.settings.max_tokens))
+    options = {**run.options, BACKLOG: {"run": step, "of_about": about}}
+    following, created = enqueue_compaction(session, trigger="request", actor=run.actor, options=options)
+    return following if created else None
 
 
 COMPACT_OPTIONS = ("force", "max_tokens", "keep_recent_tokens", "summary", "summarizer", "extra_tokens", "extra_starts_turn")

@@ -56,12 +56,14 @@ def wait_once(run: CompactionRun, holder: str) -> CompactionRun:
     return run
 
 
-def compact_and_wait(session: Session, actor: str, holder: str, wait: bool = True,
-                **options) -> tuple[CompactionRun, Outcome | None]:
+def compact_and_wait(session: Session, actor: str, holder: str, wait: bool = True, backlog: bool = False,
+                     **options) -> tuple[CompactionRun, Outcome | None]:
     """Compaction asked for by a client (POST /compact, the dashboard's "Compact now"): the run enqueued,
     waited for when `wait` and the holder is not waiting already, and its outcome once it has one (None
-    while it is queued or running); a skip is explained in plain words (Outcome.explanation)."""
-    run = request_compaction(session, actor, **options)
+    while it is queued or running); a skip is explained in plain words (Outcome.explanation). With
+    `backlog` the worker goes on run after run (compaction_runs.request_compaction); the first run is
+    the one waited for."""
+    run = request_compaction(session, actor, backlog=backlog, **options)
     if wait:
         run = wait_once(run, holder)
     else:

@@ -27,7 +27,17 @@ from sessions.context.model_input import (
 from sessions.context.recorded_input import RAW_LOG, RECORDED_REQUEST, basis_of
 from sessions.dashboard.chart import message_ticks, token_ticks
 from sessions.db.message_sizes import FIELD_SHOWN, TEXT_SHOWN, for_page, too_long_for_page
-from sessions.models import Checkpoint, Event, EventType, Message, Note, RecordedRequest, Role, Session
+from sessions.models import (
+    Checkpoint,
+    CompactionRun,
+    Event,
+    EventType,
+    Message,
+    Note,
+    RecordedRequest,
+    Role,
+    Session,
+)
 from sessions.store.event_types import CompactionCompleted, MessagesAppended, MessageUpdated
 from sessions.store.events import event_data
 from sessions.wire.parts import pretty_arguments
@@ -475,7 +485,8 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
         "input": input_window(session, layout, checkpoints),
         "compaction": compaction,
         "meter": meter(layout.tokens, compaction, turn),
-        "compaction_run": session.compaction_runs.order_by("-pk").first(),
+        "compaction_run": latest_compaction_run(session),
+        "backlog_left": backlog_left(session),
     }
 
 
@@ -502,3 +513,13 @@ def checkpoint_numbers(session) -> dict[int, int]:
     """{checkpoint id: its number within the session}: how pages name the checkpoints that events and
     chart drops refer to by id."""
     return dict(session.checkpoints.values_list("pk", "number"))
+
+
+def latest_compaction_run(session: Session) -> CompactionRun | None:
+    return session.compaction_runs.order_by("-pk").first()
+
+
+def backlog_left(session: Session) -> str:
+    """What a backlog being worked off still has over max_tokens, for the run box ("" when none)."""
+    over = session.input_tokens - session.compaction_settings().max_tokens
+    return f"{over:,}" if over > 0 else ""

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from sessions.access import permissions as access
 from sessions.access import rate_limits
@@ -29,11 +29,13 @@ from sessions.context.waiting import compact_and_wait, user_holder
 from sessions.context.what_if import preview_compaction
 from sessions.dashboard.forms import PAGE_SIZES, CompactionSettingsForm, MessageSearchForm, SessionListForm
 from sessions.dashboard.inspection import (
+    backlog_left,
     chart_svg_data,
     checkpoint_as_of,
     checkpoint_numbers,
     compaction_diff,
     input_window,
+    latest_compaction_run,
     raw_window,
     session_view,
     whole_message,
@@ -43,7 +45,7 @@ from sessions.errors import DomainError
 from sessions.ingest.message_edits import update_message
 from sessions.ingest.next_request import sent_request
 from sessions.ingest.session_store import update_session
-from sessions.models import Membership, Role, Session
+from sessions.models import CompactionRun, Membership, Role, Session
 from sessions.store.events import actor, event_record_json, newest_events
 from sessions.store.listing import find_sessions
 from sessions.store.notes import (
@@ -225,6 +227,20 @@ def live_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
 
 @login_required
 @require_GET
+def compaction_run_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """The run box, polled while the page's run (`run`) is queued or running. Once that run has finished
+    (or another is the latest: the next run of a backlog), the page is loaded again, so its meter, chart,
+    checkpoints and run box all show what is stored."""
+    session = access.get_session_for(request.user, project, key)
+    latest = latest_compaction_run(session)
+    if latest is None or latest.pk != _int(request.GET.get("run"), 0) or latest.state not in CompactionRun.ACTIVE:
+        return HttpResponseClientRefresh()
+    return render(request, "sessions/_compaction_run.html", {
+        "session": session, "run": latest, "backlog_left": backlog_left(session)})
+
+
+@login_required
+@require_GET
 def chart_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse:
     """The size chart; on a page shown "as of" a message, that model input is marked on it."""
     session = access.get_session_for(request.user, project, key)
@@ -350,7 +366,9 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
     force, overrides = form.cleaned_data["force"], form.overrides()
     try:
         # One waiting request per user (sessions/context/waiting.py).
-        run, outcome = compact_and_wait(session, actor(request), user_holder(request.user), force=force, **overrides)
+        # A backlog larger than one run's budget is worked off on the worker, run after run.
+        run, outcome = compact_and_wait(session, actor(request), user_holder(request.user), backlog=True,
+                                        force=force, **overrides)
     except DomainError as exc:
         flash.error(request, f"Not compacted: {exc.detail}")
         return _back(request, session_url(session))
@@ -360,9 +378,13 @@ def compact_now(request: HttpRequest, project: str, key: str) -> HttpResponse:
         return _back(request, session_url(session))
     figures = outcome.figures()
     if outcome.status == "completed":
+        more = ""
+        if figures["still_over_threshold"] and outcome.plan.budget_reached:
+            more = (" It is still over max_tokens: the background worker goes on, run after run, until it is "
+                    "under; this page shows how far it is.")
         flash.success(request, f"Compaction completed: checkpoint {outcome.checkpoint.number} covers messages "
                                f"#{outcome.checkpoint.first_seq}–#{outcome.checkpoint.last_seq}; the model input went "
-                               f"from {figures['tokens_before']} to {figures['tokens_after']} tokens.")
+                               f"from {figures['tokens_before']} to {figures['tokens_after']} tokens.{more}")
     elif outcome.status == "skipped":
         why = outcome.explanation
         flash.warning(request, f"Compaction skipped ({outcome.reason}); nothing changed.{' ' + why if why else ''}")

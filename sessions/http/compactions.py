@@ -27,11 +27,12 @@ router = Router(tags=["sessions"])
                  **links(202, GetCompactionRun=run_link("$response.body#/id"))["responses"]}})
 def request_compaction(request, key: str, body: s.CompactIn):
     session = get_session(project(request), key)
-    options = body.model_dump(exclude={"wait", "dry_run"}, exclude_none=True)
+    options = body.model_dump(exclude={"wait", "dry_run", "backlog"}, exclude_none=True)
     if body.dry_run:
         return preview_compaction(session, **options)
-    # One waiting request per key (sessions/context/waiting.py).
-    run, outcome = compact_and_wait(session, actor(request), key_holder(request.auth), body.wait, **options)
+    # One waiting request per key (sessions/context/waiting.py); it waits for the first run of a backlog.
+    run, outcome = compact_and_wait(session, actor(request), key_holder(request.auth), body.wait,
+                                    backlog=body.backlog, **options)
     return Status(202, run) if outcome is None and run.state in CompactionRun.ACTIVE else outcome
 
 

@@ -341,6 +341,10 @@ class CompactIn(Strict):
     force: StrictBool = False
     summary: Text | None = Field(None, description="use this summary text instead of a summarizer")
     summarizer: SummarizerName | None = None
+    backlog: StrictBool = Field(False, description=(
+        "work the backlog off: when this run completes with the input still over max_tokens because a run "
+        "covers at most CTXWEB_COMPACTION_RUN_MAX_TOKENS, the worker runs the next with the same settings, "
+        "run after run, until it is under (each run's options.backlog: its number, and about how many)"))
     wait: StrictBool = Field(True, description=(
         "wait for the run to finish, at most CTXWEB_COMPACTION_WAIT_SECONDS (default 20); when it has not "
         "finished by then, or with wait=false, the answer is 202 with the run, readable at its url"))

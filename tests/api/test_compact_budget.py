@@ -46,3 +46,27 @@ def test_a_skipped_run_says_nothing_of_the_budget(api, backlog):
 
     assert (outcome["status"], outcome["reason"]) == ("skipped", "under_threshold")
     assert outcome["budget_reached"] is None
+
+
+def test_with_backlog_the_worker_goes_on_run_after_run_until_the_input_is_under(api, backlog):
+    """Issue 39, item 3: one request works the whole backlog off, each run its own checkpoint and events,
+    each numbered in its options ("run 2 of about 3")."""
+    from sessions.models import CompactionRun
+
+    first = api.post("/sessions/backlog/compact", {"backlog": True}).json()
+    assert first["status"] == "completed" and first["budget_reached"] is True  # the first run, waited for
+
+    runs = list(CompactionRun.objects.filter(session__key="backlog").order_by("pk"))
+    assert len(runs) == 3 and all(run.state == "completed" for run in runs)
+    assert [run.options["backlog"]["run"] for run in runs] == [1, 2, 3]
+    assert all(run.options["backlog"]["of_about"] >= run.options["backlog"]["run"] for run in runs)
+    session = api.get("/sessions/backlog").json()
+    assert session["checkpoint_count"] == 3
+    assert runs[-1].outcome["budget_reached"] is False or runs[-1].outcome["tokens_after"] <= 300
+
+
+def test_without_backlog_a_request_is_one_run(api, backlog):
+    from sessions.models import CompactionRun
+
+    api.post("/sessions/backlog/compact", {})
+    assert CompactionRun.objects.filter(session__key="backlog").count() == 1

@@ -71,3 +71,45 @@ def test_compact_now_while_a_run_is_under_way_says_so_and_changes_nothing(editor
 
     assert "is queued" in parse(response).one(cls="flash").text()
     assert CompactionRun.objects.count() == 1
+
+
+def test_compact_now_works_a_backlog_off_and_the_page_shows_how_far(editor_client, project, settings):
+    """Issue 39, item 3: "Compact now" on a backlog larger than a run's budget goes on run after run on the
+    worker (here the instant one) until the input is under max_tokens; the run box says where it is."""
+    settings.CTXWEB_SUMMARY_MAX_TOKENS = 2000
+    settings.CTXWEB_COMPACTION_RUN_MAX_TOKENS = 200
+    update_session(project, "backlog", {"compaction": {"max_tokens": 300, "keep_recent_tokens": 1, "auto": False,
+                                                       "summarizer": "extractive"}}, "test")
+    messages = []
+    for n in range(1, 7):
+        messages += [user(40, f"Question {n}: what is the weather in town {n}?"),
+                     assistant(60, f"Answer {n}: it is sunny in town {n}.")]
+    session = append_messages(project, "backlog", [*messages, user(30, "And tomorrow?")], "test").session
+
+    response = editor_client.post(reverse("session_compact", args=[project.name, session.key]), follow=True)
+
+    flash_text = parse(response).one(cls="flash").text()
+    assert "the background worker goes on, run after run" in flash_text, flash_text
+    runs = list(CompactionRun.objects.filter(session=session).order_by("pk"))
+    assert len(runs) > 1 and all(run.state == "completed" for run in runs)
+    box = " ".join(run_box(editor_client, session).text().split())
+    last = runs[-1].options["backlog"]
+    assert f"Working the backlog off: run {last['run']} of about {last['of_about']}" in box, box
+
+
+
+@pytest.mark.real_queue  # the run waits in the database queue: the box polls until it has finished
+def test_the_run_box_polls_while_its_run_is_active_then_reloads_the_page(editor_client, over):
+    run = compact_if_needed(over)
+    box = run_box(editor_client, over)
+    url = reverse("session_compaction_run", args=["default", "failing"])
+    assert box.get("hx-get") == f"{url}?run={run.pk}" and box.get("hx-trigger") == "every 2s"
+
+    polled = editor_client.get(url, {"run": run.pk}, headers={"HX-Request": "true"})
+    assert polled.status_code == 200 and "HX-Refresh" not in polled
+    assert parse(polled).one(id="compaction-run").get("hx-get") == f"{url}?run={run.pk}"
+
+    CompactionRun.objects.filter(pk=run.pk).update(state="completed")
+    done = editor_client.get(url, {"run": run.pk}, headers={"HX-Request": "true"})
+    assert done["HX-Refresh"] == "true"  # the page loads again and shows what is stored
+    assert run_box(editor_client, over).get("hx-get") is None  # a finished run's box does not poll

@@ -159,6 +159,7 @@ ROUTES = {
     "session_input": Read(),
     "session_live": Read(query={"after": 1}),
     "session_chart": Read(),
+    "session_compaction_run": Read(query={"run": 1}),
     "session_events": Read(),
     "event_record": Read(),
     "message_full": Read(),
