@@ -127,3 +127,17 @@ def test_model_input_as_of_a_checkpoint(live_server, login, page, airline):
     summary = page.locator(".model-input .entry.summary")
     expect(summary).to_have_attribute("data-checkpoint", str(first.pk))
     expect(summary).to_have_attribute("data-covers", f"1-{first.last_seq}")
+
+
+def test_on_a_phone_the_diff_page_shows_what_was_lost_and_the_summary_first(live_server, login, page, airline, shot):
+    """Issue 39, item 4: the facts a summary lost, and the summary, come before the covered messages;
+    on a phone they were at y=10,353, after every covered message."""
+    checkpoint = Checkpoint.objects.filter(session=airline).order_by("last_seq").last()
+    page.set_viewport_size({"width": 390, "height": 844})
+    login(page, "admin")
+    page.goto(f"{session_url(live_server.url, AIRLINE)}checkpoints/{checkpoint.pk}/")
+    lost = page.locator("#lost-title").bounding_box()
+    summary = page.locator(".diff-summary article.summary").bounding_box()
+    covered = page.locator(".diff-left").bounding_box()
+    assert lost["y"] < 844 and lost["y"] < summary["y"] < covered["y"], (lost, summary, covered)
+    shot(page, "compaction-diff-390")
