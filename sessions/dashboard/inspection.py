@@ -30,6 +30,7 @@ from sessions.db.message_sizes import FIELD_SHOWN, TEXT_SHOWN, for_page, too_lon
 from sessions.models import (
     Checkpoint,
     CompactionRun,
+    CompactionSettings,
     Event,
     EventType,
     Message,
@@ -486,7 +487,7 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
         "compaction": compaction,
         "meter": meter(layout.tokens, compaction, turn),
         "compaction_run": latest_compaction_run(session),
-        "backlog_left": backlog_left(session),
+        "backlog_left": backlog_left(session, compaction),
     }
 
 
@@ -519,7 +520,7 @@ def latest_compaction_run(session: Session) -> CompactionRun | None:
     return session.compaction_runs.order_by("-pk").first()
 
 
-def backlog_left(session: Session) -> str:
+def backlog_left(session: Session, compaction: CompactionSettings) -> str:
     """What a backlog being worked off still has over max_tokens, for the run box ("" when none)."""
-    over = session.input_tokens - session.compaction_settings().max_tokens
+    over = session.input_tokens - compaction.max_tokens
     return f"{over:,}" if over > 0 else ""

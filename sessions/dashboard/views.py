@@ -236,7 +236,7 @@ def compaction_run_fragment(request: HttpRequest, project: str, key: str) -> Htt
     if latest is None or latest.pk != _int(request.GET.get("run"), 0) or latest.state not in CompactionRun.ACTIVE:
         return HttpResponseClientRefresh()
     return render(request, "sessions/_compaction_run.html", {
-        "session": session, "run": latest, "backlog_left": backlog_left(session)})
+        "session": session, "run": latest, "backlog_left": backlog_left(session, session.compaction_settings())})
 
 
 @login_required

@@ -151,9 +151,6 @@ class Snippet:
         out.append(escape(self.text[pos:]))
         return mark_safe("".join(out))
 
-    def __str__(self) -> str:
-        return self.text
-
 
 def snippet(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
             more_after: bool = False) -> Snippet:

@@ -172,3 +172,9 @@ def numbered_lines(file: BinaryIO) -> Iterator[tuple[int, object]]:
         start, offset = offset, offset + len(line)
         if line.strip():
             yield start, json_line(line, number, start == 0)
+
+
+def one_line(text: str, width: int = 300) -> str:
+    """A text as a session's title: its whitespace runs made one space, cut to `width` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"

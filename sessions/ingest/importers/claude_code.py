@@ -46,6 +46,7 @@ from sessions.wire.parsed import (
     TranscriptError,
     json_line,
     numbered_lines,
+    one_line,
     safe_key,
     text_of,
 )
@@ -199,16 +200,11 @@ class Thread:
             if command := COMMAND.search(text):
                 typed = _command_line(command, COMMAND_ARGS.search(text))
                 if _has_arguments(typed):
-                    return _one_line(typed)
+                    return one_line(typed)
                 commands.append(typed)
             elif text:
-                return _one_line(text)
-        return _one_line(commands[0]) if commands else None
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:299] + "…"
+                return one_line(text)
+        return one_line(commands[0]) if commands else None
 
 
 def _summary(summaries: list[dict], uuids: set[str]) -> str | None:
@@ -389,7 +385,7 @@ class ThreadPlan:
     def first_prompt(self) -> str | None:
         if self.first_text is not None:
             return self.first_text
-        return _one_line(self.first_command) if self.first_command is not None else None
+        return one_line(self.first_command) if self.first_command is not None else None
 
     def note(self, messages: list[dict], entry: dict) -> None:
         """The messages a non-assistant line makes (not yet kept): the thread's first text, its first prompt."""
@@ -408,12 +404,12 @@ class ThreadPlan:
             if command := COMMAND.search(text):
                 typed = _command_line(command, COMMAND_ARGS.search(text))
                 if _has_arguments(typed):  # a slash command with arguments is a prompt too
-                    self.first_text = _one_line(typed)
+                    self.first_text = one_line(typed)
                     return
                 if self.first_command is None:
                     self.first_command = typed
             elif text:
-                self.first_text = _one_line(text)
+                self.first_text = one_line(text)
                 return
 
 

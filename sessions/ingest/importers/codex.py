@@ -57,6 +57,7 @@ from sessions.wire.parsed import (
     Parsed,
     Source,
     TranscriptError,
+    one_line,
     text_of,
 )
 
@@ -152,11 +153,6 @@ def _as_responses_item(item: dict) -> dict:
     if kind == "custom_tool_call_output":
         return {**item, "type": "function_call_output", "codex_type": kind}
     return item
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:299] + "…"
 
 
 class Rollout:
@@ -301,7 +297,7 @@ class Rollout:
         for message in messages:
             text = text_of(message["content"])
             if message["role"] == "user" and is_prompt(text) and REPLAYED not in (message.get("attributes") or {}):
-                return _one_line(text)
+                return one_line(text)
         return None
 
     def session(self) -> ImportedSession:

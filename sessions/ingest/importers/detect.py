@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sessions.ingest.importers import claude_code, codex, ctxweb_export, request_log, swe_agent
 from sessions.wire import anthropic, openai, openai_responses
 from sessions.wire.json_body import nested_too_deep, too_deep
-from sessions.wire.parsed import Parsed, Source, TranscriptError, text_of
+from sessions.wire.parsed import Parsed, Source, TranscriptError, one_line, text_of
 
 FORMATS = (
     "auto", "openai", "anthropic", "claude-code", "codex", "swe-agent", "ctxweb", "openai-responses", "request-log",
@@ -213,22 +213,23 @@ def chat_session(fmt: str, conversation: Conversation, source: Source, record: i
     return imported
 
 
+# A title made from a conversation's text: a line a person reads at a glance in the sessions list.
+TITLE_WIDTH = 120
+
+
 def _task_instruction(metadata: dict | None) -> str | None:
     """The task a benchmark run records (tau-bench: info.task.instruction), which says what the
     conversation is about better than its first line."""
-    task = ((metadata or {}).get("info") or {}).get("task") if isinstance((metadata or {}).get("info"), dict) else None
+    info = (metadata or {}).get("info")
+    task = info.get("task") if isinstance(info, dict) else None
     instruction = task.get("instruction") if isinstance(task, dict) else None
-    return _one_line(instruction) if isinstance(instruction, str) and instruction.strip() else None
+    return one_line(instruction, TITLE_WIDTH) if isinstance(instruction, str) and instruction.strip() else None
 
 
 def _first_user_text(messages: list[dict]) -> str | None:
     """A session's title when its file gives none: its first user message, on one line."""
     for message in messages:
         if message.get("role") == "user" and (text := text_of(message.get("content")).strip()):
-            return _one_line(text)
+            return one_line(text, TITLE_WIDTH)
     return None
 
-
-def _one_line(text: str, width: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
