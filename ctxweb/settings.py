@@ -230,9 +230,6 @@ CTXWEB_SUMMARY_MAX_TOKENS = env_int("CTXWEB_SUMMARY_MAX_TOKENS", 2_000)
 # A summarizer that has not answered after this many seconds fails the compaction (it runs on a thread
 # of its own, outside any transaction, so nothing waits on it meanwhile).
 CTXWEB_SUMMARIZER_TIMEOUT = env_float("CTXWEB_SUMMARIZER_TIMEOUT", 120.0)
-# A compaction run still open after this many seconds was cut off (server killed mid-run); the next
-# compaction of its session closes it with COMPACTION_FAILED.
-CTXWEB_COMPACTION_ABANDONED_AFTER = env_float("CTXWEB_COMPACTION_ABANDONED_AFTER", CTXWEB_SUMMARIZER_TIMEOUT + 60)
 # What one compaction run may summarize: the covered messages' tokens (as the model input counts them)
 # and their stored size in bytes (content, text and tool calls, what the run reads). A backlog over it
 # is worked off by successive runs, oldest turns first. The defaults are above the default max_tokens,

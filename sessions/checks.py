@@ -34,10 +34,6 @@ def check_compaction_defaults(app_configs, **kwargs):
         errors.append(Error(f"CTXWEB_SUMMARIZER must be one of {', '.join(SUMMARIZERS)}.", id="ctxweb.E004"))
     if settings.CTXWEB_SUMMARIZER_TIMEOUT <= 0:
         errors.append(Error("CTXWEB_SUMMARIZER_TIMEOUT must be more than 0 seconds.", id="ctxweb.E005"))
-    elif settings.CTXWEB_COMPACTION_ABANDONED_AFTER <= settings.CTXWEB_SUMMARIZER_TIMEOUT:
-        # Otherwise a run still waiting for its summarizer would be closed as interrupted.
-        errors.append(Error("CTXWEB_COMPACTION_ABANDONED_AFTER must be longer than CTXWEB_SUMMARIZER_TIMEOUT.",
-                            id="ctxweb.E006"))
     return errors
 
 

@@ -504,7 +504,9 @@ class AuthFailure(models.Model):
 
 
 class CompactionRun(models.Model):
-    """One compaction of a session, done by a worker of the task queue (sessions/context/compaction_runs.py).
+    """One compaction of a session (sessions/context/compaction_runs.py), done by a worker of the task
+    queue or, for `manage.py compact`, by the process that asked for it. The one record of whether a
+    session's compaction is under way: events record each attempt, never track it.
 
     At most one run per session is queued or running at a time (a partial unique constraint), so a
     burst of appends enqueues one. A run that fails or is cut off by a killed worker goes back to
@@ -535,6 +537,8 @@ class CompactionRun(models.Model):
     task_id = models.CharField(max_length=64, blank=True, default="")  # the task queue's id of its task
     started_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     outcome = models.JSONField(default=dict, blank=True)  # Outcome.figures() of the last attempt
+    # Done by the process that asked for it (compaction_runs.compact), not by a task worker: never retried.
+    in_process = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

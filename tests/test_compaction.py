@@ -5,12 +5,14 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
-from sessions.context.compaction import compact, current_turn, oversized_turn
-from sessions.context.compaction_runs import compact_if_needed, run_outcome
+from sessions.context.compaction import current_turn, oversized_turn, run_attempt
+from sessions.context.compaction_runs import compact, compact_if_needed, run_outcome
 from sessions.context.model_input import (
     build_model_input,
     layout_model_input,
@@ -18,9 +20,10 @@ from sessions.context.model_input import (
     summary_message_text,
 )
 from sessions.context.summarizers import SUMMARIZERS
+from sessions.errors import Conflict
 from sessions.ingest.append import append_messages
 from sessions.ingest.session_store import update_session
-from sessions.models import Checkpoint, Event, Message, Session
+from sessions.models import Checkpoint, CompactionRun, Event, Message, Session
 from sessions.wire.openai import to_openai
 from sessions.wire.tokens import count_message, load_encoding
 from tests.builders import (
@@ -854,9 +857,15 @@ def test_new_instructions_appear_after_a_restart_and_stored_system_messages_do_n
 
 
 def race_two_compactions(session, monkeypatch) -> list:
-    """Run two compactions of `session` in two threads whose summarizers wait for each other, so both
-    have planned from the same base before either creates its checkpoint."""
+    """Run two attempts of one compaction run of `session` in two threads whose summarizers wait for each
+    other, so both have planned from the same base before either creates its checkpoint. The session's
+    one active run keeps a second compaction from starting at all (see
+    test_a_second_compaction_is_refused_while_one_runs); these attempts go round that rule, as a worker
+    judged dead and still working would, to show that the checkpoint's link alone still makes one."""
     barrier = threading.Barrier(2, timeout=30)
+    now = timezone.now()
+    shared = CompactionRun.objects.create(session=session, in_process=True, state="running", attempts=1,
+                                          started_at=now, lease_expires_at=now + timedelta(seconds=60))
 
     def waiting(previous_summary, messages, budget):
         barrier.wait()
@@ -867,7 +876,8 @@ def race_two_compactions(session, monkeypatch) -> list:
 
     def run(index):
         try:
-            outcomes[index] = compact(fresh(session), max_tokens=100, keep_recent_tokens=50, actor=f"racer-{index}")
+            outcomes[index] = run_attempt(shared, fresh(session), max_tokens=100, keep_recent_tokens=50,
+                                          actor=f"racer-{index}")
         except Exception as exc:  # reported below, with the thread's traceback lost but not its message
             errors.append(exc)
         finally:
@@ -922,6 +932,38 @@ def test_two_concurrent_compactions_over_a_checkpoint_make_one_checkpoint(projec
     assert Checkpoint.objects.filter(session=session).count() == 2
     assert Checkpoint.objects.filter(session=session, previous=base).count() == 1
     assert sorted(event_types(session)) == sorted([STARTED, COMPLETED] + [STARTED, STARTED, COMPLETED, FAILED])
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_second_compaction_is_refused_while_one_runs(project, summarizer):
+    """The session's CompactionRun is the one record of a compaction under way: a second one asked for
+    while the first summarizes is refused (409 over the API), an automatic one is not run, and neither
+    records an event."""
+    session = two_old_turns_and_a_question(lambda key, messages: append_messages(project, key, messages), "busy")
+    seen = {}
+
+    def during():
+        def second():
+            try:
+                seen["auto"] = compact(fresh(session), trigger="auto", max_tokens=100, keep_recent_tokens=50).status
+                compact(fresh(session), max_tokens=100, keep_recent_tokens=50)
+            except Conflict as exc:
+                seen["requested"] = exc.code
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(timeout=30)
+
+    summarizer.during = during
+    outcome = compact(fresh(session), max_tokens=100, keep_recent_tokens=50)
+
+    assert outcome.status == "completed"
+    assert seen == {"auto": "not_run", "requested": "compaction_in_progress"}
+    assert sorted(event_types(session)) == sorted([STARTED, COMPLETED])
+    assert list(CompactionRun.objects.filter(session=session).values_list("state", flat=True)) == ["completed"]
 
 
 @pytest.mark.django_db(transaction=True)

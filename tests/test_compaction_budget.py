@@ -13,13 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessions.checks import check_compaction_defaults
-from sessions.context.compaction import (
-    RunBudget,
-    compact,
-    plan_compaction,
-    resolve_settings,
-    work_off_backlog,
-)
+from sessions.context.compaction import RunBudget, plan_compaction, resolve_settings
+from sessions.context.compaction_runs import compact, work_off_backlog
 from sessions.context.model_input import build_model_input
 from sessions.context.summarizers import SUMMARIZERS, SummarizerError
 from sessions.ingest.append import append_messages

@@ -10,7 +10,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from sessions.context.checkpoints import create_imported_checkpoint
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.summarizers import SUMMARIZERS
 from sessions.ingest.append import append_messages
 from sessions.ingest.message_edits import update_message

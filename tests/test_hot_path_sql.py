@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import RECENT_ROWS, _Row, _row_values, recent_visible_rows, visible_messages
 from sessions.db.messages import stored_with_ids
 from sessions.ingest.append import _stored_calls, append_messages

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input, layout_model_input, stored_layout
 from sessions.ingest.message_edits import update_message
 from sessions.models import Session

@@ -4,7 +4,7 @@ session page read that interface and never ask which form they were given."""
 
 import pytest
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.explain import explain_messages
 from sessions.context.model_input import ModelInputShape, build_model_input, layout_model_input, stored_layout
 from sessions.dashboard.inspection import input_window, raw_window

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input
 from sessions.context.provider_input import NothingToSend, check_something_to_send, render_model_input
 from sessions.errors import DomainError

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from sessions.access.api_keys import create_api_key
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input
 from sessions.ingest.append import append_messages
 from sessions.models import Message, Project, Session

@@ -11,7 +11,7 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input, latest_checkpoint
 from sessions.context.provider_input import NothingToSend, model_input_response, stored_openai_response
 from sessions.http.schemas import ModelInputOut

@@ -16,11 +16,12 @@ from django.utils import timezone
 from sessions.access.api_keys import create_api_key
 from sessions.checks import check_compaction_defaults
 from sessions.context.checkpoints import create_imported_checkpoint
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input
 from sessions.context.summarizers import SUMMARIZERS, SummarizerError
+from sessions.errors import Conflict
 from sessions.ingest.append import append_messages
-from sessions.models import Checkpoint, Event, Message, Session
+from sessions.models import Checkpoint, CompactionRun, Event, Message, Session
 from sessions.store.event_types import EVENT_ERROR_CHARS
 from tests.builders import assistant, user
 
@@ -228,24 +229,28 @@ def test_an_api_append_completes_while_an_api_compaction_waits_on_its_summarizer
     assert Session.objects.get(pk=session.pk).message_count == 6
 
 
-# --- runs cut off by a killed server --------------------------------------------------------------
+# --- runs cut off by a killed process -------------------------------------------------------------
 
 
-def open_run(session: Session, seconds_ago: float) -> Event:
-    """A COMPACTION_STARTED as a server killed mid-run leaves it: no terminal event ever follows."""
-    return Event.objects.create(
+def open_run(session: Session, lease_left: float) -> CompactionRun:
+    """A run as a process killed mid-run leaves it: running, its COMPACTION_STARTED without a terminal
+    event, and a lease that nobody renews (`lease_left` seconds from now; negative when it has passed)."""
+    started = Event.objects.create(
         session=session, type=STARTED, actor="system",
         data={"trigger": "auto", "max_tokens": 100, "keep_recent_tokens": 50, "tokens_before": 433,
               "summarizer": "extractive"},
-        created_at=timezone.now() - timedelta(seconds=seconds_ago),
+    )
+    now = timezone.now()
+    return CompactionRun.objects.create(
+        session=session, trigger="auto", in_process=True, state="running", attempts=1, started_at=now,
+        lease_expires_at=now + timedelta(seconds=lease_left), started_event=started,
     )
 
 
 @pytest.mark.django_db
-def test_the_next_compaction_closes_a_run_cut_off_by_a_killed_server(project, settings):
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+def test_the_next_compaction_closes_a_run_cut_off_by_a_killed_process(project):
     session = history(project, "cut-off")
-    cut_off = open_run(session, 600)
+    cut_off = open_run(session, -5)
     before = state(session)
 
     outcome = compact(Session.objects.get(pk=session.pk), max_tokens=100_000)
@@ -253,97 +258,118 @@ def test_the_next_compaction_closes_a_run_cut_off_by_a_killed_server(project, se
     events = compaction_events(session)
     assert [e.type for e in events] == [STARTED, FAILED, STARTED, SKIPPED]
     closing = events[1]
-    assert closing.data["run"] == cut_off.pk
+    assert closing.data["run"] == cut_off.started_event_id
     assert closing.data["error"].startswith("interrupted")
     assert {k: closing.data[k] for k in ("trigger", "max_tokens", "tokens_before")} == {
         "trigger": "auto", "max_tokens": 100, "tokens_before": 433}
     assert outcome.status == "skipped" and events[3].data["run"] == events[2].pk
     assert Session.objects.get(pk=session.pk).failed_compactions == 1
     assert state(session) == before
+    # The run owns its state: failed for good (a process's own run is never retried), not running.
+    cut_off.refresh_from_db()
+    assert cut_off.state == "failed" and cut_off.last_error.startswith("interrupted")
     # Closed once: a later compaction finds nothing left to close.
     compact(Session.objects.get(pk=session.pk), max_tokens=100_000)
     assert [e.type for e in compaction_events(session)].count(FAILED) == 1
 
 
 @pytest.mark.django_db
-def test_a_run_still_within_its_time_is_left_open(project, settings):
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+def test_a_run_within_its_lease_is_left_running_and_a_requested_one_is_refused(project):
     session = history(project, "in-flight")
-    in_flight = open_run(session, 5)
+    in_flight = open_run(session, 30)
+    before = state(session)
 
-    compact(Session.objects.get(pk=session.pk), max_tokens=100_000)
+    with pytest.raises(Conflict) as refused:
+        compact(Session.objects.get(pk=session.pk), max_tokens=100_000)
 
-    types = [e.type for e in compaction_events(session)]
-    assert types == [STARTED, STARTED, SKIPPED]
-    assert not Event.objects.filter(session=session, type=FAILED, data__run=in_flight.pk).exists()
+    assert refused.value.code == "compaction_in_progress" and str(in_flight.pk) in str(refused.value)
+    assert [e.type for e in compaction_events(session)] == [STARTED]
+    in_flight.refresh_from_db()
+    assert in_flight.state == "running"
+    assert state(session) == before
 
 
 @pytest.mark.django_db
-def test_an_automatic_compaction_does_not_start_while_another_runs(project, settings):
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+def test_an_automatic_compaction_does_not_start_while_another_runs(project):
     session = history(project, "busy")
-    running = open_run(session, 5)
+    running = open_run(session, 30)
     before = state(session)
 
     outcome = compact(Session.objects.get(pk=session.pk), trigger="auto", max_tokens=100, keep_recent_tokens=50)
 
     assert outcome.status == "not_run"
-    assert [e.pk for e in compaction_events(session)] == [running.pk]
+    assert [e.pk for e in compaction_events(session)] == [running.started_event_id]
     assert state(session) == before
-    # A requested compaction is what someone asked for: it runs.
-    requested = compact(Session.objects.get(pk=session.pk), max_tokens=100, keep_recent_tokens=50)
-    assert requested.status == "completed"
+    assert list(CompactionRun.objects.filter(session=session).values_list("pk", flat=True)) == [running.pk]
 
 
 @pytest.mark.django_db
-def test_an_automatic_compaction_runs_once_the_other_run_is_abandoned(project, settings):
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+def test_an_automatic_compaction_runs_once_the_other_run_is_cut_off(project):
     session = history(project, "stale")
-    cut_off = open_run(session, 600)
+    cut_off = open_run(session, -5)
 
     outcome = compact(Session.objects.get(pk=session.pk), trigger="auto", max_tokens=100, keep_recent_tokens=50)
 
     assert outcome.status == "completed"
     types = [(e.type, e.data.get("run")) for e in compaction_events(session)]
-    assert types[:2] == [(STARTED, None), (FAILED, cut_off.pk)]
+    assert types[:2] == [(STARTED, None), (FAILED, cut_off.started_event_id)]
     assert [t for t, _ in types[2:]] == [STARTED, COMPLETED]
+    assert [run.state for run in CompactionRun.objects.filter(session=session).order_by("pk")] == ["failed", "completed"]
 
 
 @pytest.mark.django_db
-def test_a_run_cut_off_after_an_imported_checkpoint_is_closed_too(project, settings):
+def test_a_run_cut_off_after_an_imported_checkpoint_is_closed_too(project):
     """An imported checkpoint records a COMPACTION_COMPLETED that closes no run (it has no `run`): it
-    must not hide a run a killed server left open."""
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+    must not hide a run a killed process left open."""
     session = history(project, "imported-then-cut-off")
     create_imported_checkpoint(session, 2, "The user asked a first question.")
-    cut_off = open_run(session, 600)
+    cut_off = open_run(session, -5)
 
     compact(Session.objects.get(pk=session.pk), max_tokens=100_000)
 
     closing = Event.objects.get(session=session, type=FAILED)
-    assert closing.data["run"] == cut_off.pk and closing.data["error"].startswith("interrupted")
+    assert closing.data["run"] == cut_off.started_event_id and closing.data["error"].startswith("interrupted")
 
 
 @pytest.mark.django_db
-def test_an_imported_checkpoint_does_not_hide_a_run_in_progress(project, settings):
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = 180
+def test_an_imported_checkpoint_does_not_hide_a_run_in_progress(project):
     session = history(project, "imported-then-busy")
     create_imported_checkpoint(session, 2, "The user asked a first question.")
-    running = open_run(session, 5)
+    running = open_run(session, 30)
 
     outcome = compact(Session.objects.get(pk=session.pk), trigger="auto", max_tokens=10, keep_recent_tokens=5)
 
     assert outcome.status == "not_run"
-    assert compaction_events(session)[-1].pk == running.pk
+    assert compaction_events(session)[-1].pk == running.started_event_id
 
 
-@pytest.mark.parametrize(("timeout", "abandoned_after", "errors"), [
-    (120, 180, []),
-    (0, 180, ["ctxweb.E005"]),
-    (120, 120, ["ctxweb.E006"]),
-    (120, 60, ["ctxweb.E006"]),
-])
-def test_the_summarizer_deadlines_are_checked_at_start_up(settings, timeout, abandoned_after, errors):
+@pytest.mark.django_db
+def test_every_compaction_is_a_run_and_a_failing_one_ends_failed(project, monkeypatch):
+    """compact() in this process owns a CompactionRun like a worker's: running while it works, then the
+    state its outcome says, with the events of its attempt; an exception leaves no run running."""
+    session = history(project, "owned")
+    seen = []
+    outcome = compact(Session.objects.get(pk=session.pk), max_tokens=100, keep_recent_tokens=50,
+                      on_started=lambda started: seen.append(
+                          CompactionRun.objects.get(session=session, started_event=started).state))
+    run = CompactionRun.objects.get(session=session)
+    assert seen == ["running"]
+    assert (run.state, run.in_process, run.trigger) == ("completed", True, "request")
+    assert run.outcome["event_ids"] == [e.pk for e in outcome.events]
+    assert run.lease_expires_at is None and run.finished_at is not None
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr("sessions.context.compaction.plan_compaction", broken)
+    with pytest.raises(RuntimeError):
+        compact(Session.objects.get(pk=session.pk), force=True)
+    failed = CompactionRun.objects.filter(session=session).latest("pk")
+    assert failed.state == "failed" and "the database went away" in failed.last_error
+    assert not CompactionRun.objects.filter(session=session, state__in=["queued", "running"]).exists()
+
+
+@pytest.mark.parametrize(("timeout", "errors"), [(120, []), (0, ["ctxweb.E005"])])
+def test_the_summarizer_deadline_is_checked_at_start_up(settings, timeout, errors):
     settings.CTXWEB_SUMMARIZER_TIMEOUT = timeout
-    settings.CTXWEB_COMPACTION_ABANDONED_AFTER = abandoned_after
     assert [e.id for e in check_compaction_defaults(None)] == errors

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input
 from sessions.context.summarizers import extractive, extractive_digest
 from sessions.models import Checkpoint, Event, Message, Session

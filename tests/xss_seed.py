@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 
 from sessions.access.api_keys import create_api_key
 from sessions.access.members import set_member
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.exports import EXPORT_FORMAT
 from sessions.errors import DomainError
 from sessions.ingest.append import append_messages

@@ -2,7 +2,7 @@
 
 The plan (what to cover) is made under the session's row lock from stored token figures only; a run
 covers at most a budget of tokens and bytes (RunBudget), oldest turns first, so a backlog is worked
-off by successive runs (work_off_backlog) and only what a run covers is ever read. The summarizer runs
+off by successive runs (compaction_runs.work_off_backlog) and only what a run covers is ever read. The summarizer runs
 outside any transaction, so appends are never blocked by it; the checkpoint is created
 in a second short transaction, where the one-to-one link to the checkpoint it extends makes sure two
 runs from the same base cannot both succeed. Raw messages are never changed.
@@ -11,11 +11,10 @@ runs from the same base cannot both succeed. Raw messages are never changed.
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Min, Q, Sum, TextField
+from django.db.models import F, Min, Q, Sum, TextField
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
@@ -31,14 +30,23 @@ from sessions.context.model_input import (
 from sessions.context.summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from sessions.db.messages import StoredBytes
 from sessions.errors import DomainError
-from sessions.models import Checkpoint, CompactionSettings, Event, EventType, Message, Role, Session
+from sessions.models import (
+    Checkpoint,
+    CompactionRun,
+    CompactionSettings,
+    Event,
+    EventType,
+    Message,
+    Role,
+    Session,
+)
 from sessions.store.event_types import (
     CompactionCompleted,
     CompactionFailed,
     CompactionSkipped,
     CompactionStarted,
 )
-from sessions.store.events import event_data, parse_event_data, record
+from sessions.store.events import event_data, record
 from sessions.store.leases import pulse
 from sessions.wire.validation import check_text
 
@@ -352,38 +360,6 @@ def summarize(name: str, previous: str, covered: list[Message], budget: int) -> 
     return text
 
 
-def close_abandoned_runs(session: Session, actor: str) -> int:
-    """Close the runs of `session` that can no longer finish, and count those still running.
-
-    A COMPACTION_STARTED without a terminal event, older than CTXWEB_COMPACTION_ABANDONED_AFTER seconds
-    (longer than a summarizer may take), was cut off by a stopped or killed server: it gets
-    COMPACTION_FAILED, so every run is closed exactly once. Younger ones are running now.
-    Call under the session's row lock. Usually one count over the session's compaction events."""
-    counts = Event.objects.filter(session=session, type__in=(EventType.COMPACTION_STARTED, *TERMINAL)).aggregate(
-        started=Count("id", filter=Q(type=EventType.COMPACTION_STARTED)),
-        # A terminal event closes the run it names; an imported checkpoint's COMPLETED names none.
-        closed=Count("id", filter=Q(type__in=TERMINAL, data__has_key="run")),
-    )
-    if counts["started"] <= counts["closed"]:
-        return 0
-    terminal = Event.objects.filter(session=session, type__in=TERMINAL).values_list("type", "data")
-    closed = {parse_event_data(type_, data).run for type_, data in terminal}
-    open_runs = (
-        Event.objects.filter(session=session, type=EventType.COMPACTION_STARTED)
-        .exclude(pk__in=[pk for pk in closed if pk is not None])
-        .order_by("pk")
-    )
-    stale_before = timezone.now() - timedelta(seconds=settings.CTXWEB_COMPACTION_ABANDONED_AFTER)
-    running = 0
-    for started in open_runs:
-        if started.created_at >= stale_before:
-            running += 1
-            continue
-        close_interrupted(session, actor, started,
-                          "interrupted: the run never finished (the server stopped during it); nothing changed")
-    return running
-
-
 def close_interrupted(session: Session, actor: str, started: Event, error: str) -> Event:
     """Close the run that `started` began, cut off before its end, with COMPACTION_FAILED carrying the
     run's own figures, and count the failure. Call under the session's row lock."""
@@ -425,32 +401,33 @@ def read_covered(session: Session, plan: Plan) -> list[Message]:
 
 
 def run_closed(session_id: int, started: Event) -> bool:
-    """Whether the run that `started` began has its terminal event."""
+    """Whether the attempt that `started` began has its terminal event already."""
     return Event.objects.filter(session_id=session_id, type__in=TERMINAL, pk__gt=started.pk, data__run=started.pk).exists()
 
 
-def closed_meanwhile(session: Session, started: Event, plan: Plan) -> Outcome | None:
-    """When run `started` was closed by someone else while it worked (the queue's sweep judged its
-    worker dead, or close_abandoned_runs found it too old), the outcome that records nothing more: every
-    COMPACTION_STARTED keeps exactly one terminal event. Call under the session's row lock."""
-    if not run_closed(session.pk, started):
+def closed_meanwhile(run: CompactionRun, started: Event, plan: Plan) -> Outcome | None:
+    """When the attempt of `run` that `started` began is no longer the run's current one (the queue's
+    sweep judged its worker dead and closed it while it worked), the outcome that records nothing more:
+    every COMPACTION_STARTED keeps exactly one terminal event. Call under the session's row lock."""
+    if CompactionRun.objects.filter(pk=run.pk, state=CompactionRun.State.RUNNING, attempts=run.attempts).exists():
         return None
     return Outcome("failed", plan, error="this run was closed as interrupted while it worked; nothing changed",
                    events=[started])
 
 
-def _finish_failed(session_pk, actor, trigger, plan, started, error) -> Outcome:
+def _finish_failed(run, actor, trigger, plan, started, error) -> Outcome:
     """Record COMPACTION_FAILED after `started`; nothing else changes."""
     with transaction.atomic():
-        session = Session.objects.select_for_update().get(pk=session_pk)
-        if (fenced := closed_meanwhile(session, started, plan)) is not None:
+        session = Session.objects.select_for_update().get(pk=run.session_id)
+        if (fenced := closed_meanwhile(run, started, plan)) is not None:
             return fenced
         event = record(session, actor, CompactionFailed(**_figures(trigger, plan), error=error, run=started.pk))
         Session.objects.filter(pk=session.pk).update(failed_compactions=F("failed_compactions") + 1)
     return Outcome("failed", plan, error=error, events=[started, event])
 
 
-def compact(
+def run_attempt(
+    run: CompactionRun,
     session: Session,
     *,
     trigger: str = REQUEST,
@@ -464,7 +441,12 @@ def compact(
     extra_starts_turn: bool = False,
     on_started: Callable[[Event], None] | None = None,
 ) -> Outcome:
-    """Run compaction on `session`. Automatic runs below the threshold record nothing.
+    """Do one attempt of compaction `run` on `session`. Automatic runs below the threshold record nothing.
+
+    `run` is the session's one active CompactionRun, claimed as running by the caller
+    (sessions/context/compaction_runs.py: a worker's task, or `compact` in this process); it alone says
+    whether a run is under way, so no second one can start from the same base. The events record the
+    attempt (COMPACTION_STARTED and exactly one terminal event naming it); they never track it.
 
     `extra_tokens` are the tokens of a request's unpersisted messages, which count towards the
     threshold of that request but are never covered; when they hold a user message
@@ -472,7 +454,7 @@ def compact(
 
     A run covers at most the budget of CTXWEB_COMPACTION_RUN_MAX_TOKENS and _BYTES, oldest turns
     first, and reads only the messages it covers; `outcome.plan.budget_reached` says that more is left
-    for another run (work_off_backlog runs them). A supplied `summary` is not held to the budget: it
+    for another run (compaction_runs.work_off_backlog runs them). A supplied `summary` is not held to the budget: it
     stands for everything the rules would cover, and no message is read to make it.
 
     `on_started` is called with the COMPACTION_STARTED event in the transaction that records it (a
@@ -483,11 +465,6 @@ def compact(
     # 1. Plan under the row lock, and record the start.
     with transaction.atomic():
         session = Session.objects.select_related("project").select_for_update(of=("self",)).get(pk=session.pk)
-        running = close_abandoned_runs(session, actor)
-        if trigger == AUTO and running:
-            # An automatic run waits for the one already running (another append's), whose checkpoint
-            # will bring the input down; starting a second from the same base could only fail.
-            return Outcome("not_run")
         budget = RunBudget.from_settings() if summary is None else None
         plan = plan_compaction(session, compaction, extra_tokens if extra_starts_turn else None, budget)
         plan.tokens_before += extra_tokens
@@ -520,9 +497,9 @@ def compact(
         try:
             summary = summarize(compaction.summarizer, previous, covered, summary_budget(plan))
         except SummarizerError as exc:
-            return _finish_failed(session.pk, actor, trigger, plan, started, str(exc))
+            return _finish_failed(run, actor, trigger, plan, started, str(exc))
     if not summary.strip():
-        return _finish_failed(session.pk, actor, trigger, plan, started, "the summarizer returned no text")
+        return _finish_failed(run, actor, trigger, plan, started, "the summarizer returned no text")
     summary = summary.strip()
     summary_tokens = summary_message_tokens(summary, plan.last_seq)
     # What the summary keeps of the covered messages' facts, found outside any lock; a supplied summary
@@ -537,7 +514,7 @@ def compact(
     # 3. Create the checkpoint, unless the summary is not smaller than what it replaces.
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
-        if (fenced := closed_meanwhile(session, started, plan)) is not None:
+        if (fenced := closed_meanwhile(run, started, plan)) is not None:
             return fenced
         if summary_tokens >= plan.replaced_tokens:
             event = record(session, actor, CompactionSkipped(
@@ -564,7 +541,7 @@ def compact(
             )
         except IntegrityError:
             error = "another compaction extended the same checkpoint first; nothing changed"
-            return _finish_failed(session.pk, actor, trigger, plan, started, error)
+            return _finish_failed(run, actor, trigger, plan, started, error)
         outcome = Outcome("completed", plan, checkpoint=checkpoint, summary_tokens=summary_tokens, tokens_after=tokens_after)
         figures = outcome.figures()
         event = record(session, actor, CompactionCompleted(
@@ -582,24 +559,6 @@ def compact(
         ))
         outcome.events = [started, event]
         return outcome
-
-
-def work_off_backlog(session: Session, *, max_runs: int | None = None, **options) -> list[Outcome]:
-    """Compact `session` run after run, each within the run budget and each its own checkpoint and
-    events, until the model input is no longer over max_tokens, a run covered all it could (its budget
-    was not reached), or a run did not complete (skipped, failed or not run). `options` are compact()'s;
-    `force` makes the first run go ahead under the threshold. Returns the outcomes in order."""
-    outcomes: list[Outcome] = []
-    while max_runs is None or len(outcomes) < max_runs:
-        outcome = compact(session, **options)
-        outcomes.append(outcome)
-        if (
-            outcome.status != "completed"
-            or outcome.tokens_after <= outcome.plan.settings.max_tokens
-            or not outcome.plan.budget_reached
-        ):
-            break
-    return outcomes
 
 
 def needs_auto_compaction(session: Session, extra_tokens: int = 0) -> bool:

@@ -1,8 +1,12 @@
-"""Compaction runs on the task queue (django-tasks): enqueued after appends and on request, done by a
-worker, kept alive by a lease, retried with backoff, and swept back into the queue when the worker
-doing one dies.
+"""Compaction runs: the one owner of whether a session's compaction is under way.
 
-A run is a CompactionRun row; its task only carries the row's id. The task claims the row (queued ->
+Every compaction is a CompactionRun row, and at most one per session is queued or running (a partial
+unique constraint). Most are done on the task queue (django-tasks): enqueued after writes and on
+request, done by a worker, kept alive by a lease, retried with backoff, and swept back into the queue
+when the worker doing one dies. `compact` does one here and now, in this process (`manage.py compact`,
+the demo data), as a run of its own that holds the same lease and is swept the same way, never retried.
+
+A queued run's task only carries the row's id. The task claims the row (queued ->
 running) and renews `lease_expires_at` from a heartbeat thread while compact() works. A worker killed
 mid-run stops renewing: `sweep_compaction_runs` (at worker start and periodically, see the
 `compaction_worker` command) closes the attempt's open COMPACTION_STARTED with COMPACTION_FAILED, so
@@ -23,12 +27,13 @@ from django_tasks import task
 
 from sessions.context.compaction import (
     AUTO,
+    REQUEST,
     Outcome,
     Plan,
     close_interrupted,
-    compact,
     needs_auto_compaction,
     requested_settings,
+    run_attempt,
     run_closed,
 )
 from sessions.errors import Conflict, DomainError
@@ -245,7 +250,7 @@ def run_compaction(run_id: int) -> str:
     try:
         this_attempt = CompactionRun.objects.filter(pk=run.pk, state=State.RUNNING, attempts=run.attempts)
         with Heartbeat(this_attempt, f"compaction-run-{run.pk}"):
-            outcome = compact(run.session, trigger=run.trigger, actor=run.actor, on_started=link, **options)
+            outcome = run_attempt(run, run.session, trigger=run.trigger, actor=run.actor, on_started=link, **options)
     except DomainError as exc:  # the run's settings no longer fit the session: retrying cannot help
         return finish(run, error=str(exc), retry=False)
     except Exception as exc:  # a database error, a bug: the attempt is closed and retried
@@ -361,10 +366,11 @@ def requeue_expired(run_id: int) -> int:
         run = CompactionRun.objects.select_for_update(of=("self",)).select_related("started_event", "session").get(pk=run_id)
         if run.state != State.RUNNING or run.lease_expires_at is None or run.lease_expires_at >= timezone.now():
             return 0
-        error = f"interrupted: the worker stopped during attempt {run.attempts} (its lease expired); nothing changed"
+        who = "the process doing it" if run.in_process else "the worker"
+        error = f"interrupted: {who} stopped during attempt {run.attempts} (its lease expired); nothing changed"
         close_attempt(run, error)
         run.last_error, run.lease_expires_at = error, None
-        if run.attempts < settings.CTXWEB_COMPACTION_MAX_ATTEMPTS:
+        if not run.in_process and run.attempts < settings.CTXWEB_COMPACTION_MAX_ATTEMPTS:
             requeue_after_backoff(run)
         else:
             run.state, run.finished_at = State.FAILED, timezone.now()
@@ -389,6 +395,83 @@ def task_waiting(task_id: str) -> bool:
     except Exception:  # TaskResultDoesNotExist, or a result the backend can no longer read
         return False
     return result.status == "READY"
+
+
+# --- a run in this process ------------------------------------------------------------------------
+
+
+def compact(session: Session, *, trigger: str = REQUEST, actor: str = "system", **options) -> Outcome:
+    """Compact `session` here and now, as a run of its own done in this process: a CompactionRun,
+    running from the start, that holds the session's one active slot and a lease its Heartbeat renews.
+    `options` are run_attempt's (force, max_tokens, keep_recent_tokens, summary, summarizer,
+    extra_tokens, extra_starts_turn, on_started).
+
+    While the session has another run queued or running, an automatic run is not run (that run's
+    checkpoint will bring the input down) and a requested one is refused with 409; a running run whose
+    lease has passed was cut off (its process was killed) and is closed first, as the sweep would."""
+    run = claim_in_process(session, trigger, actor, options)
+    if run is None:
+        if trigger == AUTO:
+            return Outcome("not_run")
+        busy = active_run(session)
+        raise Conflict(
+            f"compaction run {busy.pk if busy else ''} of this session is {busy.state if busy else 'active'}; "
+            "ask again when it has finished",
+            code="compaction_in_progress",
+        )
+    on_started = options.pop("on_started", None)
+
+    def link(started: Event) -> None:
+        CompactionRun.objects.filter(pk=run.pk).update(started_event=started)
+        run.started_event = started
+        if on_started is not None:
+            on_started(started)
+
+    try:
+        this_attempt = CompactionRun.objects.filter(pk=run.pk, state=State.RUNNING, attempts=run.attempts)
+        with Heartbeat(this_attempt, f"compaction-run-{run.pk}"):
+            outcome = run_attempt(run, session, trigger=trigger, actor=actor, on_started=link, **options)
+    except BaseException as exc:
+        finish(run, error=f"{type(exc).__name__}: {exc}", retry=False)
+        raise
+    finish(run, outcome=outcome, retry=False)
+    return outcome
+
+
+def claim_in_process(session: Session, trigger: str, actor: str, options: dict) -> CompactionRun | None:
+    """A new run of `session`, running in this process from the start; None when the session has another
+    run queued or running (one whose lease has passed is closed first)."""
+    stale = CompactionRun.objects.filter(session=session, state=State.RUNNING, lease_expires_at__lt=timezone.now())
+    for run_id in stale.values_list("pk", flat=True):
+        requeue_expired(run_id)
+    stored = {k: v for k, v in options.items() if k in COMPACT_OPTIONS}
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            return CompactionRun.objects.create(
+                session=session, trigger=trigger, actor=actor, options=stored, in_process=True,
+                state=State.RUNNING, attempts=1, started_at=now, lease_expires_at=now + lease(),
+            )
+    except IntegrityError:
+        return None
+
+
+def work_off_backlog(session: Session, *, max_runs: int | None = None, **options) -> list[Outcome]:
+    """Compact `session` run after run, each within the run budget and each its own checkpoint and
+    events, until the model input is no longer over max_tokens, a run covered all it could (its budget
+    was not reached), or a run did not complete (skipped, failed or not run). `options` are compact()'s;
+    `force` makes the first run go ahead under the threshold. Returns the outcomes in order."""
+    outcomes: list[Outcome] = []
+    while max_runs is None or len(outcomes) < max_runs:
+        outcome = compact(session, **options)
+        outcomes.append(outcome)
+        if (
+            outcome.status != "completed"
+            or outcome.tokens_after <= outcome.plan.settings.max_tokens
+            or not outcome.plan.budget_reached
+        ):
+            break
+    return outcomes
 
 
 # --- reading a run back ---------------------------------------------------------------------------

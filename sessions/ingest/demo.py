@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.test import override_settings
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.ingest.recorded_requests import CapturedRequest, record_requests
 from sessions.ingest.session_store import update_session

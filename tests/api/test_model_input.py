@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import latest_checkpoint
 from sessions.context.provider_input import stored_openai_response
 from sessions.ingest.message_edits import update_message

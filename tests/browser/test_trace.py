@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.ingest.next_request import build_request
 from sessions.models import Session

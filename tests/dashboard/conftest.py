@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.ingest.demo import tiny_png
 from sessions.ingest.session_store import update_session

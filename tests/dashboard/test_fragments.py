@@ -1,7 +1,7 @@
 """The fragments the session page refreshes with htmx: new messages (live), the size chart and the
 event history (new messages appear without a reload; compactions show as drops)."""
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.models import Event
 from sessions.store.notes import add_note

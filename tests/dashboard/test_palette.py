@@ -5,7 +5,7 @@ import re
 
 from django.conf import settings
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.dashboard.inspection import PALETTE
 from sessions.ingest.append import append_messages
 from sessions.ingest.session_store import update_session

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.models import Message, Session
 from sessions.store.search import SearchFilters, search_messages

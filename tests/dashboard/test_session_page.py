@@ -398,7 +398,7 @@ def test_a_50_and_a_3000_message_session_page_issue_the_same_number_of_queries(v
 
 
 def test_compacted_50_and_3000_message_session_pages_issue_the_same_number_of_queries(viewer_client, small_session, big_session):
-    from sessions.context.compaction import compact
+    from sessions.context.compaction_runs import compact
 
     for session in (small_session, big_session):
         assert compact(session, force=True, keep_recent_tokens=300).status == "completed"

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.ingest.session_store import update_session
 from sessions.models import Session

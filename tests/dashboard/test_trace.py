@@ -4,7 +4,7 @@ sessions list's filter for sessions whose latest summary lost facts."""
 import pytest
 from django.urls import reverse
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.models import Session
 from tests.api.test_trace import ORDER_CHAT

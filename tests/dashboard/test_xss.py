@@ -7,7 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.ingest.next_request import build_request
 from sessions.ingest.session_store import update_session

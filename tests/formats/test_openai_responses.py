@@ -8,7 +8,7 @@ import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.model_input import build_model_input
 from sessions.context.provider_input import render_model_input
 from sessions.ingest.append import append_messages

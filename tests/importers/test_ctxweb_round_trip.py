@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.exports import export_json, export_jsonl
 from sessions.ingest.append import append_messages
 from sessions.ingest.demo import tiny_png

@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from sessions.access.api_keys import create_api_key
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.exports import export_json
 from sessions.errors import Conflict
 from sessions.ingest import import_jobs

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from sessions.context.compaction import compact
+from sessions.context.compaction_runs import compact
 from sessions.context.exports import export_json
 from sessions.ingest.append import append_messages
 from sessions.ingest.session_store import update_session

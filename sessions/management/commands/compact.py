@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.context.compaction import work_off_backlog
+from sessions.context.compaction_runs import work_off_backlog
 from sessions.errors import DomainError
 from sessions.ingest.session_store import get_session
 from sessions.models import Project
