@@ -182,9 +182,7 @@ class Run:
         """SIGKILL the whole server during a stream of batch appends, restart it, retry every batch
         that got no answer; then every raw log is whole, once, in order, and every compaction run is
         closed."""
-        from django.conf import settings
-
-        from sessions.context.compaction import compact
+        from sessions.context.compaction_runs import compact
         from sessions.ingest.session_store import update_session
         from sessions.models import Event, Session
 
@@ -194,9 +192,6 @@ class Run:
         for key in keys:
             # Automatic compaction often, so kills also land between a compaction's transactions.
             update_session(self.project, key, {"compaction": {"auto": True, "max_tokens": 8000, "keep_recent_tokens": 2000}})
-        # A run still open this long after its start was cut off; the next compaction closes it.
-        abandoned_after = 6
-        settings.CTXWEB_COMPACTION_ABANDONED_AFTER = abandoned_after
         # The `openai` summarizer against a local endpoint that takes 0.8 s to answer: compactions take
         # long enough that kills land between their STARTED and their end.
         summarizer = OpenAIStub()
@@ -206,7 +201,6 @@ class Run:
         server = Server(self.database_url, 2, self.tmp / "gunicorn-kill.log", env={
             "CTXWEB_SUMMARIZER": "openai", "CTXWEB_OPENAI_BASE_URL": summarizer.base_url,
             "CTXWEB_OPENAI_API_KEY": "sk-local", "CTXWEB_OPENAI_TIMEOUT": "3", "CTXWEB_SUMMARIZER_TIMEOUT": "4",
-            "CTXWEB_COMPACTION_ABANDONED_AFTER": str(abandoned_after),
             # Runs cut off by a kill come back quickly: short leases, frequent sweeps, quick retries.
             "CTXWEB_COMPACTION_LEASE_SECONDS": "4", "CTXWEB_COMPACTION_SWEEP_INTERVAL": "0.5",
             "CTXWEB_COMPACTION_RETRY_DELAY": "0.5",
@@ -276,10 +270,10 @@ class Run:
         server.stop()
         summarizer.stop()
 
-        # Runs cut off by a kill are closed by the session's next compaction, once they are older
-        # than any live run could be.
+        # Runs cut off by a kill were swept by the workers once their lease passed (4 s here); a run still
+        # left running with its lease passed is closed by the session's next compaction.
         if killed:
-            time.sleep(max(0.0, killed[-1] + abandoned_after + 1 - time.monotonic()))
+            time.sleep(max(0.0, killed[-1] + 5 - time.monotonic()))
         interrupted = 0
         for key in keys:
             session = Session.objects.get(project=self.project, key=key)
