@@ -159,6 +159,15 @@ class MessageManager(models.Manager):
         return super().get_queryset().defer("openai_message")
 
 
+# The message fields sent to the model besides role, content, tool calls and tool_call_id, each with what
+# a message without it holds. A new one is declared here (with its column below and a migration), in the
+# ctxweb schema (sessions/wire/ctxweb.py MessageIn) and in the wire module of each provider format that
+# carries it; the model input's read (sessions/db/messages.py), its entries (sessions/context/model_input.py
+# and recorded_input.py), the duplicate digest (sessions/wire/validation.py) and the ctxweb rendering take
+# it from here.
+MODEL_FIELDS: dict[str, str | bool] = {"name": "", "is_error": False}
+
+
 class Message(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     seq = models.PositiveIntegerField()

@@ -5,6 +5,7 @@ a flag changed: tests/api/test_model_input.py, which imports them); and where th
 without some of its calls, a message stored without its rendering), the full build answers instead."""
 
 import json
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -184,7 +185,9 @@ PINNED = [
 
 @pytest.mark.parametrize(("fields", "rendered"), PINNED)
 def test_the_rendering_of_a_stored_message_is_pinned(fields, rendered):
-    assert orjson.dumps(openai_message(*fields)).decode() == rendered
+    role, content, tool_calls, tool_call_id, name = fields
+    message = SimpleNamespace(role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id, name=name)
+    assert orjson.dumps(openai_message(message)).decode() == rendered
 
 
 def test_the_migration_renders_the_messages_stored_before_it(append):

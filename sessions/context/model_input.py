@@ -22,7 +22,7 @@ from sessions.db.message_sizes import for_page
 from sessions.db.messages import RECENT_ROWS, recent_visible_row_values, stored_message_rows
 from sessions.db.rows import first, select
 from sessions.errors import DomainError
-from sessions.models import Checkpoint, Message, Role, Session
+from sessions.models import MODEL_FIELDS, Checkpoint, Message, Role, Session
 from sessions.wire.ctxweb import StoredText
 from sessions.wire.tokens import REPLY_PRIMING, count_message
 
@@ -55,9 +55,30 @@ def summary_message_tokens(summary: str, last_seq: int) -> int:
     return count_message(Role.USER, summary_message_text(summary, last_seq)).total
 
 
+def with_model_fields(cls):
+    """`cls` with an attribute for each of MODEL_FIELDS, defaulting to what a message without it holds
+    (applied before @dataclass, which makes them fields)."""
+    for name, default in MODEL_FIELDS.items():
+        cls.__annotations__[name] = type(default)
+        setattr(cls, name, default)
+    return cls
+
+
+def model_fields_of(source) -> dict:
+    """MODEL_FIELDS as `source` (a stored message, a new one, an entry) holds them."""
+    return {name: getattr(source, name) for name in MODEL_FIELDS}
+
+
+def model_fields_sent(message: dict) -> dict:
+    """MODEL_FIELDS as a recorded request's message (a dict in the ctxweb shape) sends them; absent or
+    null ones as a message without them holds."""
+    return {name: type(default)(message.get(name) or default) for name, default in MODEL_FIELDS.items()}
+
+
 @dataclass(slots=True)
+@with_model_fields
 class Entry:
-    """One message of the model input."""
+    """One message of the model input (and an attribute for each of MODEL_FIELDS: with_model_fields)."""
 
     kind: str  # "instructions" | "summary" | "message" | "request"
     role: str
@@ -67,8 +88,6 @@ class Entry:
     client_id: str = ""
     tool_calls: list = field(default_factory=list)  # the calls sent to the model
     tool_call_id: str = ""
-    name: str = ""
-    is_error: bool = False
     dropped_calls: list = field(default_factory=list)  # ids of calls left out: no result in the input
     # Calls of the newest assistant message still awaiting their results: left out of the request
     # (no provider takes a call without its result) until the results are appended.
@@ -412,7 +431,7 @@ class StoredMessage:
     an Entry of each was a sixth of a long input's build."""
 
     __slots__ = ("seq", "role", "content", "tokens", "client_id", "tool_calls", "call_ids", "tool_call_tokens",
-                 "tool_call_id", "call_seq", "name", "is_error", "has_content")
+                 "tool_call_id", "call_seq", "has_content", *MODEL_FIELDS)
     # The rest of an Entry's attributes, the same for every stored message sent whole.
     kind = "message"
     dropped_calls = pending_calls = ()
@@ -420,11 +439,12 @@ class StoredMessage:
     edited = own = False
 
     def __init__(self, row, content, tool_calls: list, tool_call_tokens: list):
-        (self.seq, self.role, _, _, self.tokens, self.client_id, _, _, self.tool_call_id, self.call_seq, self.name,
-         is_error, has_content) = row
+        (self.seq, self.role, _, _, self.tokens, self.client_id, _, _, self.tool_call_id, self.call_seq) = row[:10]
+        for (name, default), value in zip(MODEL_FIELDS.items(), row[10:-1], strict=True):
+            # Booleans are read as 0 and 1 (stored_messages_sql).
+            setattr(self, name, (None if value is None else value == 1) if isinstance(default, bool) else value)
         self.content = content
-        self.is_error = None if is_error is None else is_error == 1  # read as 0 and 1 (stored_messages_sql)
-        self.has_content = has_content == 1
+        self.has_content = row[-1] == 1
         self.tool_calls = tool_calls
         self.call_ids = [call["id"] for call in tool_calls] if tool_calls else []  # what Message.call_ids holds
         self.tool_call_tokens = tool_call_tokens
@@ -534,8 +554,7 @@ def build_model_input(
             client_id=source.client_id,
             tool_calls=[call for call in tool_calls if call["id"] not in left_out] if left_out else tool_calls,
             tool_call_id=source.tool_call_id,
-            name=source.name,
-            is_error=source.is_error,
+            **model_fields_of(source),
             dropped_calls=dropped or [],
             pending_calls=[call for call in tool_calls if call["id"] in pending] if pending else [],
             request_index=item.index if unstored else None,

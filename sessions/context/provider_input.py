@@ -112,7 +112,7 @@ def stored_openai_response(session: Session, checkpoint: Checkpoint | None) -> d
         return None
     count, joined = stored
     entries = head_entries(session, checkpoint)
-    head = [orjson.dumps(openai_message(e.role, e.content, e.tool_calls, e.tool_call_id, e.name)) for e in entries]
+    head = [orjson.dumps(openai_message(e)) for e in entries]
     totals = {"instructions": 0, "summary": 0, "request": 0, **{e.kind: e.tokens for e in entries}}
     if not head and not count:
         raise NothingToSend(NOTHING_TO_SEND["openai"])

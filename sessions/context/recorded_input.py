@@ -24,6 +24,8 @@ from sessions.context.model_input import (
     check_as_of,
     check_validity,
     kept_tokens,
+    model_fields_of,
+    model_fields_sent,
     stored_messages,
 )
 from sessions.errors import DomainError
@@ -90,8 +92,8 @@ def sent_entries(recorded: RecordedRequest) -> list[Entry]:
             continue
         seq = seqs[origin] if origin < len(seqs) else None
         entries.append(Entry("message", role, content, tokens, seq=seq, tool_calls=calls,
-                             tool_call_id=message.get("tool_call_id") or "", name=name,
-                             is_error=bool(message.get("is_error")), edited=origin in edited and seq is not None,
+                             tool_call_id=message.get("tool_call_id") or "", **model_fields_sent(message),
+                             edited=origin in edited and seq is not None,
                              own=seq is None))
     return entries
 
@@ -146,7 +148,7 @@ def build_recorded_input(session: Session, *, as_of: int | None = None) -> Model
         entry = Entry("message", item.role, item.content, kept_tokens(item, left_out) if verdict.keep[i] else 0,
                       seq=item.seq, client_id=item.client_id,
                       tool_calls=[c for c in item.tool_calls if c["id"] not in left_out],
-                      tool_call_id=item.tool_call_id, name=item.name, is_error=item.is_error,
+                      tool_call_id=item.tool_call_id, **model_fields_of(item),
                       dropped_calls=dropped or [],
                       pending_calls=[c for c in item.tool_calls if c["id"] in (pending or ())])
         if verdict.keep[i]:

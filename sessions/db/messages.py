@@ -11,7 +11,7 @@ import time
 from django.db import connection, connections, models, router
 from django.db.models import Func, IntegerField
 
-from sessions.models import Message, Role, Session
+from sessions.models import MODEL_FIELDS, Message, Role, Session
 
 # --- the visible messages of a model input -------------------------------------------------------------
 
@@ -35,16 +35,22 @@ CONTENT_AS_JSON_SQL = 'NULL, CAST("content" AS text)'
 CONTENT_AS_STORED_SQL = 'substr("content", 1, 1) = \'"\' AND "content" <> \'""\', CAST("content" AS text)'
 
 
+def model_field_columns() -> str:
+    """The columns of MODEL_FIELDS, in their order, booleans as 0 and 1."""
+    return ", ".join(f'CAST("{name}" AS integer)' if isinstance(default, bool) else f'"{name}"'
+                     for name, default in MODEL_FIELDS.items())
+
+
 def stored_messages_sql(vendor: str, text_as_stored: bool = False) -> str:
-    """The read of every model input: StoredMessage's columns, the content as above, the other JSON
-    columns as their text and the two booleans as 0 and 1 (so SQLite's driver calls no converter per
-    value). Written as SQL: building it through the ORM (and converting each row's booleans) was a fifth
+    """The read of every model input: StoredMessage's columns (MODEL_FIELDS among them), the content as
+    above, the other JSON columns as their text and the booleans as 0 and 1 (so SQLite's driver calls no
+    converter per value). Written as SQL: building it through the ORM (and converting each row's booleans) was a fifth
     of a 240-message input's build; tests/test_model_input_from_values.py compares every response byte for
     byte with the input built from Message instances."""
     return (
         f'SELECT "seq", "role", {content_sql(vendor, text_as_stored)}, "tokens", "client_id", '
-        'CAST("tool_calls" AS text), CAST("tool_call_tokens" AS text), "tool_call_id", "call_seq", "name", '
-        f'CAST("is_error" AS integer), CAST("has_content" AS integer) {VISIBLE_SQL}'
+        'CAST("tool_calls" AS text), CAST("tool_call_tokens" AS text), "tool_call_id", "call_seq", '
+        f'{model_field_columns()}, CAST("has_content" AS integer) {VISIBLE_SQL}'
     )
 
 

@@ -19,8 +19,7 @@ def render_stored_messages(apps, schema_editor):
         if not batch:
             return
         for message in batch:
-            message.openai_message = stored_openai_message(message.role, message.content, message.tool_calls,
-                                                           message.tool_call_id, message.name)
+            message.openai_message = stored_openai_message(message)
         Message.objects.using(db).bulk_update(batch, ["openai_message"])
         last = batch[-1].pk
 

@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from sessions.models import MODEL_FIELDS
 from sessions.wire.parts import InputToRender
 
 RoleName = Literal["system", "user", "assistant", "tool", "agent"]
@@ -474,11 +475,13 @@ class NoteRecord(Schema):
 # --- rendering: the model input in this format --------------------------------------------------
 
 
-# Entry fields of the ctxweb format that are left out when empty: (key, entry attribute).
+# Entry fields of the ctxweb format that are left out when empty: (key, entry attribute). Every one of
+# MODEL_FIELDS is one, under its own name.
 CTXWEB_OPTIONAL_FIELDS = (
     ("id", "client_id"), ("tool_calls", "tool_calls"), ("pending_tool_calls", "pending_calls"),
-    ("dropped_tool_calls", "dropped_calls"), ("tool_call_id", "tool_call_id"), ("name", "name"),
-    ("is_error", "is_error"), ("edited_by_application", "edited"), ("application_message", "own"),
+    ("dropped_tool_calls", "dropped_calls"), ("tool_call_id", "tool_call_id"),
+    *((name, name) for name in MODEL_FIELDS),
+    ("edited_by_application", "edited"), ("application_message", "own"),
 )
 
 

@@ -198,35 +198,36 @@ def _openai_content(content, role: str):
 def to_openai(model_input: InputToRender) -> list[dict]:
     """What the application sent (a recorded request) goes out exactly as it was sent; the rest is rendered."""
     sent = model_input.sent_messages or []
-    return list(sent) + [openai_message(e.role, e.content, e.tool_calls, e.tool_call_id, e.name)
-                         for e in model_input.entries[len(sent):]]
+    return list(sent) + [openai_message(e) for e in model_input.entries[len(sent):]]
 
 
 # The roles as plain strings, looked up once: an input can hold thousands of entries.
 _ASSISTANT, _TOOL = str(Role.ASSISTANT), str(Role.TOOL)
 
 
-def openai_message(role: str, content, tool_calls: list, tool_call_id: str, name: str) -> dict:
-    """One entry of the model input as the `openai` format sends it. A stored message sent whole is
-    rendered so once, when it is stored (stored_openai_message)."""
-    role = provider_role(role)
+def openai_message(message) -> dict:
+    """One entry of the model input as the `openai` format sends it: `message` is anything with a
+    message's role, content, tool calls, tool_call_id and MODEL_FIELDS (an Entry, a stored or a new
+    message); this format carries `name` of those. A stored message sent whole is rendered so once,
+    when it is stored (stored_openai_message)."""
+    role, content, tool_calls = provider_role(message.role), message.content, message.tool_calls
     if type(content) is not str and type(content) is not StoredText:  # a string as stored is sent as it is
         content = _openai_content(content, role)
     if role == _ASSISTANT and tool_calls:
-        message = {"role": role, "content": content if content else None, "tool_calls": [
+        rendered = {"role": role, "content": content if content else None, "tool_calls": [
             {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
             for c in tool_calls
         ]}
     else:
-        message = {"role": role, "content": content}
+        rendered = {"role": role, "content": content}
     if role == _TOOL:
-        message["tool_call_id"] = tool_call_id
-    elif name:
-        message["name"] = openai_name(name)
-    return message
+        rendered["tool_call_id"] = message.tool_call_id
+    elif message.name:
+        rendered["name"] = openai_name(message.name)
+    return rendered
 
 
-def stored_openai_message(role: str, content, tool_calls: list, tool_call_id: str, name: str) -> str | None:
+def stored_openai_message(message) -> str | None:
     """What Message.openai_message stores: the message as the `openai` format sends it whole, as JSON
     text; None for a system message (never in the model input) and for what orjson refuses to write
     (a lone surrogate), which a fetch then renders as before.
@@ -235,9 +236,9 @@ def stored_openai_message(role: str, content, tool_calls: list, tool_call_id: st
     key, a placeholder) must come with a migration that renders every stored message again, or sets the
     column to NULL (a NULL is rendered when the input is fetched). tests/test_stored_openai.py pins the
     rendering of each kind of message, so that such a change cannot pass unnoticed."""
-    if role == Role.SYSTEM:
+    if message.role == Role.SYSTEM:
         return None
     try:
-        return orjson.dumps(openai_message(role, content, tool_calls, tool_call_id, name)).decode()
+        return orjson.dumps(openai_message(message)).decode()
     except orjson.JSONEncodeError:
         return None

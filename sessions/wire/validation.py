@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as SchemaError
 
 from sessions.errors import DomainError, TooLarge
-from sessions.models import Role
+from sessions.models import MODEL_FIELDS, Role
 from sessions.wire import ctxweb as schemas
 from sessions.wire.openai import stored_openai_message
 from sessions.wire.tokens import REPLY_PRIMING, MessageTokens, count_message
@@ -67,7 +67,7 @@ class NewMessage(SimpleNamespace):
     @property
     def openai_message(self) -> str | None:
         """As the `openai` model input sends it whole (Message.openai_message)."""
-        return stored_openai_message(self.role, self.content, self.tool_calls, self.tool_call_id, self.name)
+        return stored_openai_message(self)
 
     @property
     def has_content(self) -> bool:
@@ -260,14 +260,23 @@ def _tool_call(call: schemas.ToolCallIn) -> dict:
     return {"id": call.id, "name": call.name, "arguments": arguments}
 
 
-def message_digest(role, content, reasoning, tool_calls, tool_call_id, name, is_error=False) -> str:
+# MODEL_FIELDS hashed as they are, always: those the fingerprint held from the start.
+DIGEST_ALWAYS = ("name",)
+
+
+def message_digest(role, content, reasoning, tool_calls, tool_call_id, fields: dict) -> str:
     """A fingerprint of what the model sees of a message, to tell a retried message from a conflicting
-    one. Its parts are normalised already (parts and tool calls built with a fixed key order), so
-    plain text is hashed as it is and only structured parts go through JSON. A failed tool result
-    (is_error, which Anthropic sends) adds a part; without it the fingerprint is what it always was, so
-    messages stored before the field existed still match their retries."""
+    one; `fields` are its MODEL_FIELDS. Its parts are normalised already (parts and tool calls built with
+    a fixed key order), so plain text is hashed as it is and only structured parts go through JSON. A
+    field added to MODEL_FIELDS later adds parts only when the message holds more than its default (a
+    boolean its name, any other value its name and the value), so messages stored before the field
+    existed still match their retries: is_error, which Anthropic sends, was the first."""
     digest = hashlib.sha256()
-    parts = (role, content, reasoning, tool_calls, tool_call_id, name) + (("is_error",) if is_error else ())
+    parts = [role, content, reasoning, tool_calls, tool_call_id, *(fields[name] for name in DIGEST_ALWAYS)]
+    for name, default in MODEL_FIELDS.items():
+        value = fields[name]
+        if name not in DIGEST_ALWAYS and value != default:
+            parts += [name] if isinstance(default, bool) else [name, value]
     for part in parts:
         if isinstance(part, str):
             digest.update(b"s")
@@ -306,7 +315,7 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
     if "content" in given and message.content is None and not may_be_empty:
         raise fail(index, "content may be null only on an assistant message with tool calls", "invalid_content")
     content = _content(message.content)
-    name = message.name or ""
+    sent = {name: getattr(message, name) or default for name, default in MODEL_FIELDS.items()}  # never null
     fields = vars(message).copy()  # every field as sent; the normalised ones are replaced below
     fields["client_id"] = fields.pop("id") or ""
     fields.update(
@@ -315,9 +324,9 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
         reasoning=reasoning,
         tool_calls=tool_calls,
         tool_call_id=tool_call_id,
-        name=name,
         attributes=message.attributes or {},
-        digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, name, message.is_error),
+        digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, sent),
+        **sent,
     )
     return NewMessage(**fields)
 
