@@ -29,8 +29,9 @@ from sessions.access.api_keys import create_api_key
 from sessions.context.compaction import RunBudget, plan_compaction, resolve_settings
 from sessions.context.figures import refresh_input_tokens
 from sessions.context.model_input import build_model_input, summary_message_tokens
-from sessions.models import Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
+from sessions.models import MODEL_FIELDS, Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
 from sessions.store.search import SearchFilters, search_messages
+from sessions.wire.grams import search_grams
 from sessions.wire.tokens import count_message, encoding
 from sessions.wire.validation import NewMessage, message_digest, parse_message
 
@@ -99,6 +100,7 @@ TOOLS = [("get_weather", ["city", "days"]), ("search_docs", ["query", "limit"]),
 INSTRUCTIONS = ("You are the support assistant of Example Corp. Be concise, verify the customer's identity "
                 "before changing anything, and call a tool rather than guessing.")
 PLANTED = "During the zanzibar quokka migration the replica fell behind by forty minutes."
+PLANTED_UNSPACED = "このモデルは最新の情報を持っていません。予約番号を確認してください。"
 
 
 def sentence(rng: random.Random, low: int, high: int) -> str:
@@ -343,7 +345,8 @@ class Bench:
                     break
             new = c.template.parsed
             calls = [{**call, "id": cid} for call, cid in zip(new.tool_calls, c.call_ids, strict=True)]
-            digest = message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id, new.name)
+            digest = message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id,
+                                    {name: getattr(new, name) for name in MODEL_FIELDS})
             rows.append(message_row(
                 session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
                 client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id, digest=digest,
@@ -357,7 +360,13 @@ class Bench:
             row = rows[planted_seq - 1]
             row.content = row.text = PLANTED
             row.tokens = token_list[planted_seq - 1] = count_message(Role.USER, PLANTED).total
-            row.digest = message_digest(Role.USER, PLANTED, "", [], "", "")
+            row.digest = message_digest(Role.USER, PLANTED, "", [], "", dict(MODEL_FIELDS))
+            # And a Japanese question further on, for the search of words inside an unspaced sentence.
+            row = rows[next(s for s in turn_starts if s >= len(rows) * 3 // 4) - 1]
+            row.content = row.text = PLANTED_UNSPACED
+            row.search_grams = search_grams(PLANTED_UNSPACED)
+            row.tokens = token_list[row.seq - 1] = count_message(Role.USER, PLANTED_UNSPACED).total
+            row.digest = message_digest(Role.USER, PLANTED_UNSPACED, "", [], "", dict(MODEL_FIELDS))
         n = len(rows)
         with transaction.atomic():
             Message.objects.bulk_create(rows, batch_size=2000)
@@ -734,9 +743,17 @@ class Bench:
                           f"hits {[(h.message.session_id, h.message.seq) for h in hits[:3]]}, planted #{built.planted_seq}")
         common = search_messages("weather forecast", filters)
         self.report.check("search: a common query finds messages", len(common) > 0, "no hits for 'weather forecast'")
+        for query in ("最新", "予約番号を確認"):
+            found = search_messages(query, filters)
+            self.report.check(f"search: finds '{query}' inside the planted Japanese sentence",
+                              [h.message.text for h in found] == [PLANTED_UNSPACED], f"{len(found)} hits")
+        size, per = self.search_index_size()
+        self.report.note(f"search: the full-text index ({per}) takes {size / 2**20:,.1f} MiB for the {total:,} "
+                         f"messages of the database, {size / max(1, total):,.0f} bytes a message")
         worst = 0.0
         for query, label in (("quokka zanzibar", "rare terms"), ("weather forecast", "common terms"),
-                             ("database timeout", "common terms, 2")):
+                             ("database timeout", "common terms, 2"), ("最新", "two Japanese characters"),
+                             ("予約番号を確認", "a Japanese phrase")):
             samples = ms(timed(lambda q=query: search_messages(q, filters), self.sizes.reps, warmup=1))
             worst = max(worst, self.report.figure(
                 f"search: {label} '{query}' over {built.count:,} messages", "ms", samples).median)
@@ -744,6 +761,17 @@ class Bench:
             self.report.note(f"search runs in a project of {built.count:,} messages; the database holds {total:,}")
         self.report.target("search: slowest query (median)", worst, "<", 500, " ms",
                            "search across transcripts: well under a second (read here as < 500 ms)")
+
+    def search_index_size(self) -> tuple[int, str]:
+        """The full-text index's size in bytes, and what it is made of on this database."""
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'ctx_message_fts%'")
+                return cursor.fetchone()[0] or 0, "the FTS5 table's own tables"
+            cursor.execute("SELECT pg_relation_size('message_search_vector'), "
+                           "(SELECT SUM(pg_column_size(search_vector)) FROM ctx_sessions_message)")
+            index, column = cursor.fetchone()
+            return index + (column or 0), "the GIN index and the stored tsvector column"
 
     def measure_plan(self) -> None:
         built = self.build("plan", tokens_after_head=self.sizes.plan_tokens, checkpoint="head")

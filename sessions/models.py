@@ -191,6 +191,9 @@ class Message(models.Model):
     attributes = models.JSONField(default=dict, blank=True)
     include_in_messages = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The text's runs of Chinese, Japanese, Korean, Thai... as overlapping pairs of characters, indexed
+    # with the text so a word inside a sentence is found (sessions/wire/grams.py); "" for other text.
+    search_grams = models.TextField(blank=True, default="")
 
     # Token figures, computed once when the message is stored.
     tokens = models.PositiveBigIntegerField(default=0)

@@ -16,7 +16,7 @@ from sessions.ingest.append import append_messages
 from sessions.ingest.message_edits import update_message
 from sessions.ingest.next_request import build_request
 from sessions.ingest.session_store import update_session
-from sessions.models import Event, EventType, Session
+from sessions.models import CompactionRun, Event, EventType, Session
 from sessions.store.event_types import (
     EVENT_DATA,
     CompactionCompleted,
@@ -131,8 +131,10 @@ def realistic_session(project, alice, monkeypatch) -> Session:
     with monkeypatch.context() as patched:
         patched.setitem(SUMMARIZERS, "extractive", lambda previous, messages, budget: 1 / 0)
         compact(fresh(session), force=True, keep_recent_tokens=100, actor=actor)  # failed
-    cut_off = record(fresh(session), actor, CompactionStarted(**FIGURES))  # a run a killed server left open
-    Event.objects.filter(pk=cut_off.pk).update(created_at=timezone.now() - timedelta(days=1))
+    # A run a killed process left open: running, its lease passed; the next compaction closes it.
+    cut_off = record(fresh(session), actor, CompactionStarted(**FIGURES))
+    CompactionRun.objects.create(session=session, in_process=True, state="running", attempts=1,
+                                 lease_expires_at=timezone.now() - timedelta(seconds=5), started_event=cut_off)
     compact(fresh(session), force=True, keep_recent_tokens=100, summary="IC 521 to Porto on Friday.", actor=actor)
 
     append_messages(project, "trip", [assistant(60, "Booking it.", id="m8", tool_calls=[call("c2", "book")])], actor)

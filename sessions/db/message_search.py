@@ -6,10 +6,28 @@ ranked by bm25; on other databases, which have neither, a LIKE of every term. se
 builds the terms, highlights the hits and reads the messages through the ORM; this module only ranks
 the message ids and lists the sessions that hold a match."""
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
 from django.db.models.expressions import RawSQL
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """What a search looks for, as the index reads it (sessions/store/search.py makes it from what was
+    typed): the spaced words, and the runs of unspaced scripts as phrases of their pairs of characters
+    (Message.search_grams holds the text's)."""
+
+    words_query: str  # the spaced part as typed: websearch syntax on PostgreSQL ("quotes", -not, or)
+    words: list[str]  # its words, lowercased
+    runs: list[str]  # the runs of unspaced scripts, as typed ("最新の")
+    grams: list[str]  # each run as the phrase of its pairs ("最新 新の"), or its one character
+    phrase: str  # the whole query, spaces collapsed: messages holding it exactly rank first
+
+    @property
+    def empty(self) -> bool:
+        return not self.words and not self.grams
 
 
 def like_pattern(value: str) -> str:
@@ -36,20 +54,31 @@ def _filters_sql(project_ids: list[int], role: str | None = None, since: datetim
     return " AND ".join(sql), params
 
 
-def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
+def _fts5_string(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def _match(text: TextQuery) -> tuple[str, str, str, list]:
     """(FROM clause, text-match condition, rank expression, params) for this database."""
     vendor = connection.vendor
     if vendor == "postgresql":
-        # search_vector is a stored, GIN-indexed column (migration 0003).
+        # search_vector is a stored, GIN-indexed column of the text and its search grams (migrations 0003
+        # and 0025); a phrase of pairs matches where the run occurs in the text.
+        parts = (["websearch_to_tsquery('english', %s)"] if text.words else []) + \
+            ["phraseto_tsquery('english', %s)"] * len(text.grams)
+        # A one-row subquery the planner pulls up, so the condition is on a constant and the index is read.
         return (
             "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, "
-            "websearch_to_tsquery('english', %s) q",
-            "m.search_vector @@ q",
-            "ts_rank_cd(m.search_vector, q) DESC",
-            [query],
+            f"(SELECT {' && '.join(parts)} AS query) q",
+            "m.search_vector @@ q.query",
+            "ts_rank_cd(m.search_vector, q.query) DESC",
+            ([text.words_query] if text.words else []) + text.grams,
         )
     if vendor == "sqlite":
-        match = " ".join('"' + t.replace('"', '""') + '"*' for t in terms)
+        # Words by prefix; an unspaced run as the phrase of its pairs, found in the search_grams column
+        # (one character: any pair it begins).
+        match = " ".join([_fts5_string(t) + "*" for t in text.words]
+                         + [_fts5_string(g) + ("*" if len(g) == 1 else "") for g in text.grams])
         return (
             "ctx_message_fts f JOIN ctx_sessions_message m ON m.id = f.rowid "
             "JOIN ctx_sessions_session s ON s.id = m.session_id",
@@ -58,6 +87,7 @@ def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
             [match],
         )
     # No full-text index: every term must appear.
+    terms = text.words + text.runs
     return (
         "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id",
         " AND ".join(["LOWER(m.text) LIKE %s"] * len(terms)),
@@ -66,20 +96,21 @@ def _match(query: str, terms: list[str]) -> tuple[str, str, str, list]:
     )
 
 
-def ranked_message_ids(query: str, terms: list[str], limit: int, offset: int = 0, *, project_ids: list[int],
+def ranked_message_ids(text: TextQuery, limit: int, offset: int = 0, *, project_ids: list[int],
                        role: str | None = None, since: datetime | None = None, until: datetime | None = None,
                        has_checkpoint: bool = False) -> list[tuple[int, bool]]:
-    """(id, exact) of the messages `query` (its words `terms`) finds in the projects `project_ids` (of
-    the role `role`, written between `since` and `until`, in sessions with a checkpoint when
-    `has_checkpoint`), best first: those that hold the exact phrase, then by rank, equal ranks in
-    session then seq order; `limit` of them after skipping `offset`."""
+    """(id, exact) of the messages `text` finds in the projects `project_ids` (of the role `role`,
+    written between `since` and `until`, in sessions with a checkpoint when `has_checkpoint`), best
+    first: those that hold the exact phrase, then by rank, equal ranks in session then seq order;
+    `limit` of them after skipping `offset`."""
     where, params = _filters_sql(project_ids, role, since, until, has_checkpoint)
-    source, condition, rank, match_params = _match(query, terms)
-    phrase = " ".join(query.split())
-    if connection.vendor == "postgresql":
-        exact, phrase_param = "m.search_vector @@ phraseto_tsquery('english', %s)", phrase
+    source, condition, rank, match_params = _match(text)
+    if connection.vendor == "postgresql" and not text.grams:
+        exact, phrase_param = "m.search_vector @@ phraseto_tsquery('english', %s)", text.phrase
+    elif connection.vendor == "postgresql":  # only the matched rows' text is read for it
+        exact, phrase_param = "strpos(m.text, %s) > 0", text.phrase
     else:
-        exact, phrase_param = "m.text LIKE %s ESCAPE '\\'", like_pattern(phrase)
+        exact, phrase_param = "m.text LIKE %s ESCAPE '\\'", like_pattern(text.phrase)
     sql = f"""
         SELECT m.id, ({exact}) AS exact
         FROM {source}
@@ -92,21 +123,21 @@ def ranked_message_ids(query: str, terms: list[str], limit: int, offset: int = 0
         return [(row[0], bool(row[1])) for row in cursor.fetchall()]
 
 
-def sessions_with_text(query: str, terms: list[str], project_ids: list[int]) -> RawSQL:
+def sessions_with_text(text: TextQuery, project_ids: list[int]) -> RawSQL:
     """A subquery of the ids of the sessions of the projects `project_ids` (none being imported) with at
-    least one message that `query` (its words `terms`, at least one) finds, through the full-text index."""
-    source, condition, _, match_params = _match(query, terms)
+    least one message that `text` (not empty) finds, through the full-text index."""
+    source, condition, _, match_params = _match(text)
     where, params = _filters_sql(project_ids)
     return RawSQL(f"SELECT DISTINCT m.session_id FROM {source} WHERE {condition} AND {where}", [*match_params, *params])
 
 
-def count_matching(query: str, terms: list[str], at_most: int, *, project_ids: list[int], role: str | None = None,
+def count_matching(text: TextQuery, at_most: int, *, project_ids: list[int], role: str | None = None,
                    since: datetime | None = None, until: datetime | None = None, has_checkpoint: bool = False) -> int:
     """How many messages ranked_message_ids would find with the same arguments, counted to `at_most` + 1
     at the most: past that a page says "more than at_most" rather than have the database count every
     match of a common word (a bounded read of the index, not of the messages)."""
     where, params = _filters_sql(project_ids, role, since, until, has_checkpoint)
-    source, condition, _, match_params = _match(query, terms)
+    source, condition, _, match_params = _match(text)
     sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM {source} WHERE {condition} AND {where} LIMIT %s) AS found"
     with connection.cursor() as cursor:
         cursor.execute(sql, [*match_params, *params, at_most + 1])

@@ -15,9 +15,11 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from sessions.db import message_search
+from sessions.db.message_search import TextQuery
 from sessions.db.message_sizes import PAGE_DEFERRED
 from sessions.db.sessions import sessions_with_metadata_value
 from sessions.models import Message, Note, Session
+from sessions.wire.grams import UNSPACED, pairs, split_query
 
 WORD = re.compile(r"\w+", re.UNICODE)
 # Not highlighted on their own when the query has other words (full-text search ignores them too).
@@ -99,16 +101,27 @@ MAX_COUNTED = 1000
 
 
 def terms_of(query: str) -> list[str]:
-    return [t.lower() for t in WORD.findall(query)][:MAX_TERMS]
+    """What a query looks for, as it is highlighted: its spaced words, lowercased, and its runs of
+    unspaced scripts (Chinese, Japanese, Korean, Thai...: sessions/wire/grams.py), each found anywhere."""
+    spaced, runs = split_query(query)
+    return ([t.lower() for t in WORD.findall(spaced)] + runs)[:MAX_TERMS]
+
+
+def text_query(query: str) -> TextQuery:
+    """`query` as the full-text index reads it (sessions/db/message_search.py)."""
+    spaced, runs = split_query(query)
+    runs = runs[:MAX_TERMS]
+    return TextQuery(words_query=spaced, words=[t.lower() for t in WORD.findall(spaced)][:MAX_TERMS],
+                     runs=runs, grams=[pairs(run) for run in runs], phrase=" ".join(query.split()))
 
 
 def _sessions_with_text(query: str, project_ids: list[int]) -> Expression | None:
     """A subquery of the sessions with at least one message matching `query`, through the full-text
     index; None when the query has no words."""
-    terms = terms_of(query)
-    if not terms or not project_ids:
+    text = text_query(query)
+    if text.empty or not project_ids:
         return None
-    return message_search.sessions_with_text(query, terms, project_ids)
+    return message_search.sessions_with_text(text, project_ids)
 
 
 def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
@@ -162,7 +175,9 @@ def snippet(text: str, query: str, terms: list[str], width: int = SNIPPET, *, mo
         words -= STOP_WORDS
     words = sorted(words, key=len, reverse=True)
     patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
-    patterns += [r"\b" + re.escape(w) + r"\w*" for w in words]
+    # A spaced word from its start (the index matches words by prefix); a run of an unspaced script
+    # anywhere, as the index finds it.
+    patterns += [re.escape(w) if UNSPACED.fullmatch(w) else r"\b" + re.escape(w) + r"\w*" for w in words]
     if not patterns:
         return Snippet(("… " if more_before else "") + text[:width] + (" …" if more_after else ""), [])
     pattern = re.compile("|".join(patterns), re.IGNORECASE)
@@ -190,7 +205,7 @@ def search_messages(query: str, filters: SearchFilters, limit: int = PAGE, offse
     if not terms or not filters.project_ids:
         return []
     ranked = message_search.ranked_message_ids(
-        query, terms, limit, offset, project_ids=filters.project_ids, role=filters.role, since=filters.since,
+        text_query(query), limit, offset, project_ids=filters.project_ids, role=filters.role, since=filters.since,
         until=filters.until, has_checkpoint=filters.has_checkpoint)
     # Only a window of each text is read, cut by the database around the first place a term appears,
     # so 50 hits in messages of a megabyte hold 50 windows, not 50 megabytes.
@@ -278,6 +293,6 @@ def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PA
         total = start + len(hits)
     else:
         total = note_total + message_search.count_matching(
-            query, terms_of(query), MAX_COUNTED, project_ids=filters.project_ids, role=filters.role,
+            text_query(query), MAX_COUNTED, project_ids=filters.project_ids, role=filters.role,
             since=filters.since, until=filters.until, has_checkpoint=filters.has_checkpoint)
     return SearchPage(list(groups.values()), page, has_next, len(hits), total)

@@ -16,6 +16,7 @@ from pydantic import ValidationError as SchemaError
 from sessions.errors import DomainError, TooLarge
 from sessions.models import MODEL_FIELDS, Role
 from sessions.wire import ctxweb as schemas
+from sessions.wire.grams import search_grams
 from sessions.wire.openai import stored_openai_message
 from sessions.wire.tokens import REPLY_PRIMING, MessageTokens, count_message
 
@@ -315,16 +316,18 @@ def new_message(message: schemas.MessageIn, index: int | None = None) -> NewMess
     if "content" in given and message.content is None and not may_be_empty:
         raise fail(index, "content may be null only on an assistant message with tool calls", "invalid_content")
     content = _content(message.content)
+    text = content_text(content)
     sent = {name: getattr(message, name) or default for name, default in MODEL_FIELDS.items()}  # never null
     fields = vars(message).copy()  # every field as sent; the normalised ones are replaced below
     fields["client_id"] = fields.pop("id") or ""
     fields.update(
         content=content,
-        text=content_text(content),
+        text=text,
         reasoning=reasoning,
         tool_calls=tool_calls,
         tool_call_id=tool_call_id,
         attributes=message.attributes or {},
+        search_grams=search_grams(text),
         digest=message_digest(role, content, reasoning, tool_calls, tool_call_id, sent),
         **sent,
     )
