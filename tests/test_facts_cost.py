@@ -27,7 +27,7 @@ def repeat(unit: str, size: int = MILLION) -> str:
 
 
 PIECES = ["1,", "a-/b", "1", "a", "Aa ", "0f", "@", "/", '"', "1/", "http://", "#1", "A1-", "x@y.", "é", "“",
-          ". ", "$1,", "Jan 1 ", "1 kg ", "A-", "1-1-", "~/a", "a_1", "٣", '"ab c": ']
+          ". ", "$1,", "Jan 1 ", "1 kg ", "A-", "1-1-", "~/a", "a_1", "٣", '"ab c": ', "1234", ".12", "1,2"]
 
 
 def mix(size: int = MILLION) -> str:
@@ -145,6 +145,8 @@ RE_PATTERNS = [
     ("quantity", re.compile(rf"\b\d[\d,]*(?:\.\d+)?\s?{UNITS}(?![\w])")),
     ("quoted", re.compile(r"[\"“]([^\"“”\n]{3,80})[\"”](?!\s*:)")),
     ("name", re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+){1,3}\b")),
+    # Added with the RE2 patterns (issue 39): bare numbers of four digits or with two decimals.
+    ("number", re.compile(r"(?<!\d\.)\b(?:\d[\d,]*\.\d{2}|\d{4})\b(?!\.\d)")),
 ]
 NOT_NAMES = {"The", "This", "That", "These", "Those", "It", "I", "A", "An", "If", "In", "On", "At", "To", "For",
              "And", "But", "Or", "So", "We", "You", "He", "She", "They", "My", "Your", "Our", "Yes", "No",

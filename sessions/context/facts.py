@@ -1,9 +1,12 @@
 """Salient literals: the facts a summary should not lose (order and ticket numbers, ids, hashes,
 amounts and numbers with units, dates, e-mail addresses, URLs, file paths, quoted strings, capitalized
-names). Found by regular expressions only, so the same text always gives the same facts, offline.
+names, and bare numbers of four digits or with two decimals: a card's last four, a price in a tool's
+JSON). Found by regular expressions only, so the same text always gives the same facts, offline.
 
-Used by the extractive summarizer (to keep them), by checkpoint creation (to store what a summary
-lost, Checkpoint.lost_facts) and by the pages and the API that show it.
+The one extractor, and the one rule for whether a summary carries a literal (`carries`): used by the
+extractive summarizer (to keep them), by checkpoint creation (to store what a summary lost,
+Checkpoint.lost_facts, which the lost-facts badge and filter read), by the diff page and the API that
+show it, and by Trace (sessions/context/trace.py), whose verdict on a checkpoint's summary is this one.
 
 No text may cost more than its size (issue 37): the patterns run on RE2, whose time is linear in the
 text, not on Python's backtracking `re` (which took 9 s on 16,000 characters of "1,1,1,…"); the
@@ -145,6 +148,11 @@ QUANTITY = _re2(rf"{ANY}\b{D}[{DIGITS},]*(?:\.{D}+)?[{SPACE}]?{UNITS}\W")
 # Three to 80 characters between quotes; not a JSON key (a colon after it: checked in Python).
 QUOTED = _re2(rf"{ANY}[\"\x81][^\"\x81\x82\n]{{3,80}}[\"\x82]")
 NAME = _re2(rf"{ANY}\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+){{1,3}}\b")
+# A bare number of four digits, or with two decimals (a price without its currency); not part of a
+# longer dotted number (checked in Python). Last in precedence: what another kind took stays its own.
+NUMBER = _re2(rf"{ANY}\b(?:{D}[{DIGITS},]*\.{D}{{2}}|{D}{{4}})\b")
+DOTTED_AFTER = re.compile(r"\.\d")
+DOTTED_BEFORE = re.compile(r"\d\.$")
 
 CODE_RUN = re.compile(rb"[A-Z0-9_-]*")
 DIGITS_RUN = re.compile(rb"[0-9r]*")
@@ -235,6 +243,13 @@ def _quoted(text: str, read: _Read) -> Iterator[Span]:
         pos = end
 
 
+def _numbers(text: str, read: _Read) -> Iterator[Span]:
+    for start, end in _spans(NUMBER, read.number):
+        # 1.25.3, 2024.01.05: a version or a date, not a number.
+        if not DOTTED_AFTER.match(text, end) and not DOTTED_BEFORE.search(text, max(0, start - 2), start):
+            yield start, end, start, end
+
+
 # (kind, matches) in order of precedence: a span taken by an earlier kind is not matched again.
 KINDS = [
     ("url", _plain(URL)),
@@ -248,6 +263,7 @@ KINDS = [
     ("quantity", _plain(QUANTITY, "number", suffix=1)),
     ("quoted", _quoted),
     ("name", _plain(NAME)),
+    ("number", _numbers),
 ]
 
 
@@ -389,8 +405,22 @@ def fold(text: str) -> str:
 
 
 def carries(summary_folded: str, literal: str) -> bool:
-    """Whether a summary (already folded with `fold`) carries `literal`."""
+    """Whether a summary (already folded with `fold`) carries `literal`: the one rule, for checkpoint
+    figures and for Trace alike."""
     return fold(literal) in summary_folded
+
+
+def fact_kind(literal: str, contexts: Iterable[str] = ()) -> str | None:
+    """The kind of fact `literal` is when the extractor finds it whole (so checkpoints count it among the
+    facts their summaries kept or lost), else None. A phrase is a fact of kind "quoted" where it stands
+    between quotes: `contexts` are texts around where it was found."""
+    folded = fold(literal)
+    found = extract(literal, limit=None)
+    # Quotes inside JSON text (a tool call's arguments as stored) are written \".
+    contexts = [fold(text.replace('\\"', '"')) for text in contexts]
+    if any(f'"{folded}"' in text or f"“{folded}”" in text for text in contexts):
+        found += extract(f'"{literal}"', limit=None)
+    return next((f.kind for f in found if fold(f.text) == folded), None)
 
 
 @dataclass

@@ -15,6 +15,7 @@ expressions (a*a*a*a*a*a*a*a*b over a million characters: 18 ms). A query holds 
 characters and MAX_WILDCARDS stars."""
 
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ from django.db.models.functions import Cast, Coalesce, Greatest, Length, StrInde
 from django.db.models.lookups import LessThanOrEqual
 
 from sessions.context.explain import Explanation, checkpoints_of, explain_messages, page_layout
-from sessions.context.facts import fact_text
+from sessions.context.facts import carries, fact_kind, fact_text, fold
 from sessions.context.model_input import Reason
 from sessions.db.message_sizes import FIELD_SHOWN, PAGE_DEFERRED
 from sessions.errors import DomainError
@@ -55,9 +56,23 @@ def _glob_at(pattern: str, text) -> int:
     return match.start() + 1 if match else 0
 
 
+# Between two words of the string, any run of white space; in the JSON text of tool calls, a newline,
+# tab or carriage return of the arguments is written \n, \t, \r.
+RE2_GAP, RE2_JSON_GAP = f"[{SPACE}]+", rf"(?:[{SPACE}]|\\[nrt])+"
+PG_GAP, PG_JSON_GAP = r"\s+", r"(?:\s|\\[nrt])+"
+
+
+def json_escaped(part: str, vendor: str) -> str:
+    """`part` as it is written inside a JSON string of the stored tool calls: SQLite keeps the JSON text
+    Python wrote (non-ASCII escaped), PostgreSQL writes jsonb out with non-ASCII as it is."""
+    return json.dumps(part, ensure_ascii=vendor == "sqlite")[1:-1]
+
+
 @dataclass
 class Pattern:
-    """A literal string, or one with `*` standing for any run of non-space characters; any case."""
+    """A literal string, or one with `*` standing for any run of non-space characters; any case. A
+    space stands for any run of white space (what Trace is given is written with single spaces, a fact
+    as its message wrote it)."""
 
     text: str
     parts: list[str]  # the literal parts between the stars
@@ -67,29 +82,52 @@ class Pattern:
         return len(self.parts) > 1
 
     @property
-    def re2_pattern(self) -> str:
-        return "(?i)" + f"[^{SPACE}]*".join(_re2_literal(part) for part in self.parts)
+    def plain(self) -> bool:
+        """Neither a star nor a space: a substring search finds it."""
+        return not self.wildcard and " " not in self.text
+
+    def re2_of(self, words=_re2_literal, gap: str = RE2_GAP) -> str:
+        return "(?i)" + f"[^{SPACE}]*".join(gap.join(words(word) for word in part.split(" ")) for part in self.parts)
+
+    def postgres_of(self, words=re.escape, gap: str = PG_GAP) -> str:
+        return r"\S*".join(gap.join(words(word) for word in part.split(" ")) for part in self.parts)
 
     @property
-    def postgres_pattern(self) -> str:
-        return r"\S*".join(re.escape(part) for part in self.parts)
+    def re2_pattern(self) -> str:
+        return self.re2_of()
 
     def matches(self, text: str) -> bool:
         return _compiled(self.re2_pattern).search(text or "") is not None
 
-    def position(self, field: str, vendor: str) -> Func:
-        """Where (from 1) the string first matches `field`, found by the database; 0 where it does not."""
+    def carried_by(self, summary: str) -> bool:
+        """Whether a checkpoint's summary carries the string, by the rule of its figures
+        (sessions.context.facts.carries: white space folded, any case); with `*`, the pattern matches
+        the summary so folded."""
+        folded = fold(summary or "")
         if not self.wildcard:
-            return StrIndex(Upper(field), Upper(Value(self.text)))
+            return carries(folded, self.text)
+        return self.matches(folded)
+
+    def position(self, field: str, vendor: str, json_text: bool = False) -> Func:
+        """Where (from 1) the string first matches `field`, found by the database; 0 where it does not.
+        `json_text`: the field is JSON text (the tool calls), where the string is written escaped."""
+        escaped = functools.partial(json_escaped, vendor=vendor)
+        if self.plain:
+            return StrIndex(Upper(field), Upper(Value(escaped(self.text) if json_text else self.text)))
         if vendor == "sqlite":
-            return Func(Value(self.re2_pattern), field, function=GLOB_AT, output_field=IntegerField())
+            pattern = (self.re2_of(lambda word: _re2_literal(escaped(word)), RE2_JSON_GAP) if json_text
+                       else self.re2_pattern)
+            return Func(Value(pattern), field, function=GLOB_AT, output_field=IntegerField())
         # PostgreSQL: the first match is the first occurrence of the text it matched (no anchors).
-        matched = Func(field, Value("(?i)" + self.postgres_pattern), function="substring", output_field=TextField())
+        pattern = (self.postgres_of(lambda word: re.escape(escaped(word)), PG_JSON_GAP) if json_text
+                   else self.postgres_of())
+        matched = Func(field, Value("(?i)" + pattern), function="substring", output_field=TextField())
         return Coalesce(StrIndex(field, matched), 0)
 
     def db_filter(self, vendor: str) -> Q:
-        if self.wildcard and vendor != "sqlite":
-            return Q(text__iregex=self.postgres_pattern) | Q(calls_text__iregex=self.postgres_pattern)
+        if not self.plain and vendor != "sqlite":
+            calls = self.postgres_of(lambda word: re.escape(json_escaped(word, vendor)), PG_JSON_GAP)
+            return Q(text__iregex=self.postgres_of()) | Q(calls_text__iregex=calls)
         return Q(text_at__gt=0) | Q(calls_at__gt=0)
 
 
@@ -176,6 +214,7 @@ class Trace:
     lost_at: Checkpoint | None = None  # the first checkpoint after the last mention whose summary lacks it
     first_request: Event | None = None  # the first REQUEST_BUILT built on such a checkpoint
     current: Checkpoint | None = None  # the checkpoint the model input is built on now
+    fact_kind: str | None = None  # the kind of fact checkpoints count it as; None when they do not
 
     @property
     def lost_at_checkpoint_id(self) -> int | None:
@@ -202,14 +241,14 @@ def _found(session: Session, pattern: Pattern, limit: int) -> list[Message]:
     it (the messages' own fields are not read: 50 hits in messages of a megabyte read 50 windows)."""
     qs = session.messages.all()
     connection = connections[qs.db]
-    if connection.vendor == "sqlite" and pattern.wildcard:
+    if connection.vendor == "sqlite" and not pattern.plain:
         connection.ensure_connection()
         connection.connection.create_function(GLOB_AT, 2, _glob_at, deterministic=True)
     position = functools.partial(pattern.position, vendor=connection.vendor)
     return list(
         qs.defer(*PAGE_DEFERRED)
         .alias(calls_text=Cast("tool_calls", TextField()))
-        .annotate(text_at=position("text"), calls_at=position("calls_text"), text_chars=Length("text"),
+        .annotate(text_at=position("text"), calls_at=position("calls_text", json_text=True), text_chars=Length("text"),
                   calls_chars=Length("calls_text"))
         .filter(pattern.db_filter(connection.vendor))
         .annotate(text_window=_window("text", "text_at"), calls_window=_window("calls_text", "calls_at"),
@@ -233,6 +272,16 @@ def _excerpt(message: Message, pattern: Pattern) -> Snippet:
     return snippet(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars)
 
 
+def _around(message: Message, pattern: Pattern) -> str:
+    """The text just around where the database found the string in `message` (its quotes, if any)."""
+    if message.text_at:
+        window, at, start = message.text_window or "", message.text_at, message.window_from
+    else:
+        window, at, start = message.calls_window or "", message.calls_at or 0, message.calls_from
+    offset = max(0, at - start - 1)
+    return window[offset:offset + 2 * len(pattern.text) + 4]
+
+
 @dataclass
 class _Calls:
     """A message's tool calls alone, for fact_text."""
@@ -249,14 +298,15 @@ def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
     checkpoints = checkpoints_of(session)
     layout = page_layout(session, checkpoints)
     current = layout.checkpoint
-    carried = {c.pk: pattern.matches(c.summary) for c in checkpoints}
+    carried = {c.pk: pattern.carried_by(c.summary) for c in checkpoints}
     explanations = explain_messages(messages, layout, checkpoints)
     rows = [
         TraceRow(m, _excerpt(m, pattern), explanations[m.seq],
                  [Coverage(c, carried[c.pk]) for c in checkpoints if c.last_seq >= m.seq])
         for m in messages
     ]
-    result = Trace(pattern.text, rows, truncated, "", current=current)
+    kind = None if pattern.wildcard else fact_kind(pattern.text, [_around(m, pattern) for m in messages])
+    result = Trace(pattern.text, rows, truncated, "", current=current, fact_kind=kind)
     result.sentence = _answer(pattern.text, rows, truncated, checkpoints, carried, current, result)
     return result
 

@@ -547,5 +547,8 @@ class TraceOut(Schema):
     truncated: bool = Field(description="more messages hold it than are listed")
     lost_at_checkpoint_id: int | None = Field(
         description="the first checkpoint after its last mention whose summary does not carry it")
+    fact_kind: str | None = Field(description=(
+        "the kind of salient literal (number, identifier, amount, date...) checkpoints count the string as, "
+        "among the facts their summaries kept or lost; null when they do not count it"))
     first_request: TraceRequestOut | None = Field(
         description="the first recorded request (REQUEST_BUILT) built on a summary that does not carry it")

@@ -113,7 +113,8 @@ def test_a_string_found_nowhere_says_so(api, order_session):
     body = api.get("/sessions/order/trace", query={"q": "Z0000000"}).json()
 
     assert body == {"query": "Z0000000", "answer": "“Z0000000” appears in no message of this session.",
-                    "messages": [], "truncated": False, "lost_at_checkpoint_id": None, "first_request": None}
+                    "messages": [], "truncated": False, "lost_at_checkpoint_id": None, "first_request": None,
+                    "fact_kind": "identifier"}
 
 
 def test_a_hidden_message_never_reached_the_model(api, order_session):
@@ -197,3 +198,36 @@ def test_the_trace_costs_the_same_queries_however_many_messages_hold_the_string(
         return len(queries.captured_queries)
 
     assert queries_for("one", 1) == queries_for("forty", 40)
+
+
+CODE_CHAT = [
+    {"role": "user", "content": "Card ending 7312 was charged 2955.17 for the order."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "name": "write_file", "arguments":
+        '{"path": "cart.py", "body": "def total(items):\\n    return round(sum(i.price for i in items), 2)\\n"}'}]},
+    {"role": "tool", "tool_call_id": "c1", "content": '{"last_four": "7312", "price": 2955.17, "city": "Zürich"}'},
+    {"role": "assistant", "content": "Written.   It   rounds to cents."},
+    {"role": "user", "content": "Thanks."},
+]
+
+
+@pytest.mark.parametrize(("query", "seqs", "kind"), [
+    ("7312", [1, 3], "number"),  # a card's last four: a fact the checkpoint counts now
+    ("2955.17", [1, 3], "number"),  # a price without its currency
+    ("last_four", [3], None),  # a field name: found, but no fact
+    ("Written. It rounds", [4], None),  # runs of spaces in the message, one in the query
+    ("def total(items):\\n return", [2], None),  # as the arguments' JSON text writes it
+    ("rounds to cents", [4], None),
+    ("Zürich", [3], None),
+])
+def test_trace_finds_what_the_facts_of_a_checkpoint_are_made_of(api, query, seqs, kind):
+    api.post("/sessions/code/messages", {"messages": CODE_CHAT})
+    checkpoint = compact(api, "code", "The user asked about a charge.")
+
+    body = api.get("/sessions/code/trace", query={"q": query}).json()
+
+    assert [m["seq"] for m in body["messages"]] == seqs
+    assert body["fact_kind"] == kind
+    assert {c["carries"] for m in body["messages"] for c in m["checkpoints"]} == {False}
+    lost = {fact["text"] for fact in checkpoint["lost"]}
+    if kind:
+        assert query in lost and body["lost_at_checkpoint_id"] == checkpoint["id"]
