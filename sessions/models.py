@@ -664,3 +664,15 @@ class DashboardBudget(models.Model):
 
     def __str__(self):
         return f"dashboard budget of {self.user}"
+
+
+class DashboardPreferences(models.Model):
+    """What a member of the dashboard left open: the session page's folded panels (metadata, trace,
+    what-if, the size chart, as-of, the request timeline), remembered per user across pages and devices
+    (sessions/dashboard/preferences.py)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dashboard_preferences")
+    open_panels = models.JSONField(default=list, blank=True)  # names of sessions.dashboard.preferences.PANELS
+
+    def __str__(self):
+        return f"dashboard preferences of {self.user_id}"

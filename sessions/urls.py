@@ -1,6 +1,6 @@
 from django.urls import include, path, register_converter
 
-from sessions.dashboard import import_views, views
+from sessions.dashboard import import_views, preferences, views
 
 
 class SessionKeyConverter:
@@ -46,6 +46,7 @@ urlpatterns = [
     path("p/<slug:project>/s/<key:key>/", include(session_patterns)),
     path("tags/", views.bulk_tags, name="bulk_tags"),
     path("search/", views.search, name="search"),
+    path("preferences/panels/", preferences.panel_state, name="panel_state"),
     path("p/<slug:project>/members/", views.members, name="members"),
     path("api-keys/", views.api_keys, name="api_keys"),
     path("api-keys/<int:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),

@@ -684,20 +684,23 @@
   });
 }());
 
-// The session page's folded panels (details.fold-panel: Trace a fact, What if…): one opened stays open
-// when the page reloads in this tab (after Compact with these settings, say), until it is closed again.
+// The session page's fold bar (templates/sessions/detail.html): a panel the user opens or folds stays so for
+// that user, on every session page and device (sessions/dashboard/preferences.py). The page renders the
+// stored state; only a toggle after load is posted (a panel opened by the address, a trace link, is not).
 (function () {
   "use strict";
-  function keyOf(panel) { return "ctxweb-open:" + location.pathname + "#" + panel.id; }
-  function remembered(panel) {
-    try { return sessionStorage.getItem(keyOf(panel)) === "1"; } catch (e) { return false; }
-  }
-  document.querySelectorAll("details.fold-panel[id]").forEach(function (panel) {
-    if (remembered(panel)) { panel.open = true; }
+  var bar = document.getElementById("fold-bar");
+  if (!bar || !bar.dataset.stateUrl || !window.fetch) { return; }
+  var ready = false;
+  window.addEventListener("load", function () { setTimeout(function () { ready = true; }, 0); });
+  bar.querySelectorAll("details.fold-panel[data-fold]").forEach(function (panel) {
     panel.addEventListener("toggle", function () {
-      try {
-        if (panel.open) { sessionStorage.setItem(keyOf(panel), "1"); } else { sessionStorage.removeItem(keyOf(panel)); }
-      } catch (e) { /* storage refused: the panel simply starts folded */ }
+      if (!ready) { return; }
+      var body = new URLSearchParams();
+      body.set("panel", panel.getAttribute("data-fold"));
+      body.set("open", panel.open ? "1" : "0");
+      fetch(bar.dataset.stateUrl, {method: "POST", body: body, credentials: "same-origin",
+                                   headers: {"X-CSRFToken": bar.dataset.csrf}}).catch(function () {});
     });
   });
 }());

@@ -266,10 +266,11 @@ def _excerpt(message: Message, pattern: Pattern) -> Snippet:
     if message.text_at or not message.calls_at:  # in the text (or found where the database did not say)
         window, start, chars = message.text_window or "", message.window_from, message.text_chars or 0
     elif message.shown_calls is not None:  # in the tool calls, short enough to show as fact_text does
-        return snippet(fact_text(_Calls(message.shown_calls)), query, terms)
+        return snippet(fact_text(_Calls(message.shown_calls)), query, terms, anywhere=True)
     else:
         window, start, chars = message.calls_window or "", message.calls_from, message.calls_chars or 0
-    return snippet(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars)
+    return snippet(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars,
+                   anywhere=True)
 
 
 def _around(message: Message, pattern: Pattern) -> str:

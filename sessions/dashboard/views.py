@@ -40,6 +40,7 @@ from sessions.dashboard.inspection import (
     session_view,
     whole_message,
 )
+from sessions.dashboard.preferences import open_panels
 from sessions.dashboard.request_timeline import request_diff, request_timeline
 from sessions.errors import DomainError
 from sessions.ingest.message_edits import update_message
@@ -165,6 +166,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "checkpoint_numbers": {c.pk: c.number for c in view["checkpoints"]},
         "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
         "timeline": request_timeline(session),
+        "open_panels": open_panels(request.user),
         **(_traced(session, traced) if (traced := request.GET.get("trace")) is not None else {}),
         "q": traced or "",
         **view,

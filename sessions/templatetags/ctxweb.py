@@ -72,6 +72,7 @@ def what_if_panel(context, form=None, preview=None, error=None):
         "given": form.data if form is not None else {},
         "preview": preview,
         "error": error,
+        "opened": "what-if" in (context.get("open_panels") or ()),
         "csrf_token": context.get("csrf_token"),
     }
 
@@ -95,6 +96,7 @@ def folded(text, tokens=0):
 
 
 @register.inclusion_tag("sessions/_metadata.html")
-def metadata_panel(session):
-    """The session page's metadata panel: metadata, import source, parent and sub-agent sessions."""
-    return {"session": session, **session_metadata.metadata_panel(session)}
+def metadata_panel(session, open_panels=()):
+    """The session page's metadata panel: metadata, import source, parent and sub-agent sessions; a
+    panel of the fold bar, open when the user left it open (in `open_panels`)."""
+    return {"session": session, "opened": "metadata" in open_panels, **session_metadata.metadata_panel(session)}

@@ -231,3 +231,11 @@ def test_trace_finds_what_the_facts_of_a_checkpoint_are_made_of(api, query, seqs
     lost = {fact["text"] for fact in checkpoint["lost"]}
     if kind:
         assert query in lost and body["lost_at_checkpoint_id"] == checkpoint["id"]
+
+
+def test_the_match_is_marked_inside_a_longer_word(api):
+    api.post("/sessions/card/messages", {"messages": [{"role": "user", "content": "Pay with credit_card_7447 please."}]})
+
+    first = api.get("/sessions/card/trace", query={"q": "7447"}).json()["messages"][0]
+
+    assert [first["excerpt"][start:end] for start, end in first["matches"]] == ["7447"]

@@ -25,3 +25,13 @@ def page_was_reloaded(page) -> bool:
 def show_panel(page, name: str) -> None:
     """Open one of the session page's side-rail panels ("Model input", "Checkpoints", "Event history")."""
     page.locator(".rail-nav").get_by_role("link", name=re.compile(rf"^{re.escape(name)}")).click()
+
+
+def open_fold(page, name: str) -> None:
+    """Open the session page's fold-bar panel `name` (metadata, trace, what-if, chart, as-of, requests)
+    if it is folded; with the chart, wait for it to load (it loads when first shown)."""
+    panel = page.locator(f"#fold-bar details[data-fold={name}]")
+    if panel.get_attribute("open") is None:
+        panel.locator("> summary").click()
+    if name == "chart":
+        page.locator(".chart-box figure.chart").wait_for()

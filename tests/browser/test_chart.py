@@ -12,6 +12,7 @@ from sessions.models import Session
 
 from .conftest import SCREENSHOTS, sign_in
 from .data import session_url
+from .helpers import open_fold
 from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -47,6 +48,7 @@ def open_chart(page, live_server, login, query: str = "", viewport=(1440, 900)):
     page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
     login(page)
     page.goto(session_url(live_server.url, KEY) + query)
+    open_fold(page, "chart")
     expect(page.locator(".chart svg[data-readings]")).to_be_visible()
     return page.locator(".chart svg[data-readings]")
 
@@ -131,6 +133,7 @@ def test_the_chart_in_dark_mode_and_at_phone_width(live_server, login, browser, 
     try:
         sign_in(page, live_server.url, "admin")
         page.goto(session_url(live_server.url, KEY) + "?as_of=300")
+        open_fold(page, "chart")
         ring = page.locator(".chart .as-of-point circle")
         expect(ring).to_be_visible()
         plot = page.locator(".chart-plot").bounding_box()

@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 from sessions.models import Checkpoint, Session
 
 from .data import session_url
-from .helpers import has_class, raw_seqs, show_panel
+from .helpers import has_class, open_fold, raw_seqs, show_panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -55,6 +55,7 @@ def test_checkpoint_hover_highlights_exactly_the_covered_range(live_server, logi
     system = set(airline.messages.filter(role="system").values_list("seq", flat=True))
     assert system and min(system) <= checkpoints[0].last_seq, "the demo stores a system message in the first range"
     expect(page.locator(".checkpoints [data-covers]")).to_have_count(2)
+    open_fold(page, "chart")
     expect(page.locator(".chart-box")).not_to_contain_text("Loading")  # the chart fragment arrived
     shot(page, "session-checkpoints", full_page=True)
 
@@ -119,6 +120,7 @@ def test_model_input_as_of_a_checkpoint(live_server, login, page, airline):
     page.goto(session_url(live_server.url, AIRLINE))
     first = Checkpoint.objects.filter(session=airline).order_by("last_seq").first()
     expect(page.locator("#input-title")).to_contain_text("as built now")
+    open_fold(page, "as-of")
     page.select_option("select[name=as_of_checkpoint]", str(first.pk))
     with page.expect_navigation():
         page.locator("form.as-of button[type=submit]").click()

@@ -13,7 +13,7 @@ from sessions.ingest.importers.runner import import_path
 from sessions.models import Session
 
 from .data import session_url
-from .helpers import mark_page, page_was_reloaded
+from .helpers import mark_page, open_fold, page_was_reloaded
 from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -47,6 +47,7 @@ def test_a_benchmark_runs_reward_and_task_are_in_the_metadata_panel(live_server,
     page.set_viewport_size(WIDE)
     login(page, "viewer")
     page.goto(session_url(live_server.url, tau_bench.key))
+    open_fold(page, "metadata")
     panel = page.locator("#metadata")
 
     def value(key):
@@ -72,6 +73,7 @@ def test_a_long_system_prompt_is_folded_with_its_token_count_and_shows_whole_on_
     page.set_viewport_size(WIDE)
     login(page, "viewer")
     page.goto(session_url(live_server.url, tau_bench.key))
+    open_fold(page, "metadata")
     instructions = page.locator("#model-input-column article.instructions")
     expect(instructions.locator(".fold-toggle")).to_contain_text(f"{tau_bench.instructions_tokens} tokens")
     rest = instructions.locator(".fold-rest")
@@ -111,6 +113,7 @@ def test_a_parent_links_to_its_sub_agents_and_each_back_to_the_parent(live_serve
     page.set_viewport_size(WIDE)
     login(page, "viewer")
     page.goto(session_url(live_server.url, PARENT))
+    open_fold(page, "metadata")
     links = page.locator("#metadata .sub-agents a")
     expect(links).to_have_count(2)
     shot(page, "metadata-claude-code-parent")
@@ -130,6 +133,7 @@ def test_claude_code_attributes_are_folded_with_n_more(live_server, login, page,
     page.set_viewport_size(WIDE)
     login(page, "viewer")
     page.goto(session_url(live_server.url, PARENT) + "?seq=3")
+    open_fold(page, "metadata")
     message = page.locator("#m-3")
     attributes = message.locator("details.attributes")
     summary = attributes.locator("> summary")

@@ -12,6 +12,7 @@ from tests.recorded_sessions import FIRST_QUESTION, SUMMARY, rebuilt_session
 
 from .conftest import SCREENSHOTS, sign_in
 from .data import session_url
+from .helpers import open_fold
 from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -27,6 +28,7 @@ def rebuilt(users, project):
 def test_a_viewer_follows_a_diff_link_and_reads_the_dropped_message(live_server, page, rebuilt):
     sign_in(page, live_server.url, "viewer")
     page.goto(session_url(live_server.url, KEY))
+    open_fold(page, "requests")
     timeline = page.locator("#request-timeline")
     expect(timeline).to_be_visible()
     row = timeline.locator("#request-4")
@@ -45,6 +47,7 @@ def test_a_viewer_follows_a_diff_link_and_reads_the_dropped_message(live_server,
 def test_the_bars_are_reached_with_tab_and_named(live_server, page, rebuilt):
     sign_in(page, live_server.url, "viewer")
     page.goto(session_url(live_server.url, KEY))
+    open_fold(page, "requests")
     bars = page.locator(".timeline-chart svg a")
     expect(bars).to_have_count(5)
     label = bars.nth(4).get_attribute("aria-label")
@@ -67,9 +70,8 @@ def test_screenshots_of_the_timeline_and_a_diff(browser, live_server, users, reb
     try:
         sign_in(page, live_server.url, "viewer")
         page.goto(session_url(live_server.url, KEY))
-        # The page's one fragment loaded after it (its other requests are done at the load event): what
-        # waiting for the network to be idle for 500 ms waited for.
-        expect(page.locator(".chart-box")).not_to_contain_text("Loading the model-input size chart")
+        open_fold(page, "requests")
+        open_fold(page, "chart")  # the page's one fragment, loaded when its panel opens
         timeline = page.locator("#request-timeline")
         timeline.scroll_into_view_if_needed()
         assert page.evaluate("document.documentElement.scrollWidth") <= width

@@ -18,7 +18,7 @@ from sessions.models import Session
 
 from .conftest import log_in
 from .data import ACTOR, session_url
-from .helpers import show_panel
+from .helpers import open_fold, show_panel
 from .test_xss_corpus import Watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -78,6 +78,7 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
 
     # A session page with many checkpoints: the meter, the chart and the palette.
     watch.goto(session_url("", LONG))
+    open_fold(watch.page, "chart")
     expect(page.locator(".chart-box figure.chart")).to_be_visible()
     watch.settle()
     meter = box(page.locator(".meter"))
@@ -117,6 +118,7 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
 
     # The session page with covered messages: they and their badges take their checkpoint's colour.
     watch.goto(session_url("", AIRLINE))
+    open_fold(watch.page, "chart")
     expect(page.locator(".chart-box figure.chart")).to_be_visible()
     covered = page.locator(".raw-log .msg.code-covered_by_checkpoint")
     assert covered.count() > 0

@@ -20,7 +20,7 @@ from tests.xss_corpus import PAYLOADS, pack
 from tests.xss_seed import TAG, WINDOW_KEY, import_files, seed_corpus
 
 from .data import ACTOR, long_session, session_url
-from .helpers import show_panel
+from .helpers import open_fold, show_panel
 from .stored_data import stored
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -148,6 +148,7 @@ def watch(live_server, login, page):
 def open_session(watch: Watch, session: Session):
     page = watch.page
     watch.goto(session_url("", session.key))
+    open_fold(watch.page, "chart")
     expect(page.locator(".chart-box figure.chart")).to_be_visible()  # the htmx chart fragment arrived
     messages = page.locator(".raw-log .msg")
     for n in (0, 4, 9):  # selecting a message opens its explain panel
@@ -324,6 +325,7 @@ def test_chromium_enforces_the_csp_and_the_dashboard_still_works_under_it(live_s
     login(page, "admin")
     watch = Watch(page, live_server.url)
     watch.goto(session_url("", session.key))
+    open_fold(watch.page, "chart")
 
     # An inline script put into the DOM does not run; Chromium reports the violation.
     ran = page.evaluate("""() => {

@@ -54,6 +54,7 @@ def _actions(story, note, api_key):
         (reverse("members", args=["default"]), {"username": "viewer", "remove": "1"}),
         ("/import/", {"project": "default", "format": "auto"}),
         (reverse("import_job_retry", args=[ImportJob.objects.get().pk]), {}),
+        (reverse("panel_state"), {"panel": "chart", "open": "1"}),
     ]
 
 

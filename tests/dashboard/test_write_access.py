@@ -22,7 +22,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
-from django.urls import URLResolver, get_resolver
+from django.urls import URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from sessions.access.api_keys import create_api_key
@@ -190,6 +190,7 @@ ROUTES = {
     "login": Special("test_the_log_in_pages_need_the_csrf_token"),
     "admin/login/": Special("test_the_log_in_pages_need_the_csrf_token"),
     "logout": Special("test_logging_out_is_post_only_and_needs_the_csrf_token"),
+    "panel_state": Special("test_the_panels_a_user_left_open_are_their_own_and_need_the_csrf_token"),
     "^api/(?P<rest>.*)$": Special("test_unknown_api_paths_are_a_json_404_and_change_nothing"),
     "otlp_traces": Special("test_the_otlp_receiver_never_takes_a_dashboard_login_for_a_key"),
 }
@@ -406,6 +407,24 @@ def test_logging_out_is_post_only_and_needs_the_csrf_token(world):
     assert client.get("/logout/").status_code == 405
     assert client.post("/logout/").status_code == 403
     assert "_auth_user_id" in client.session
+
+
+def test_the_panels_a_user_left_open_are_their_own_and_need_the_csrf_token(world):
+    """Not a project's data: any logged-in user may store their own fold-bar state, with the CSRF token,
+    and nothing of anyone else's changes."""
+    from sessions.models import DashboardPreferences
+
+    url, payload = reverse("panel_state"), {"panel": "chart", "open": "1"}
+    before = snapshot()
+    assert sent_to_login(world.client().post(url, payload))
+    assert world.client().get(url).status_code in (302, 405)
+    viewer = world.client(world.users[VIEWER], enforce_csrf_checks=True)
+    assert viewer.post(url, payload).status_code == 403
+    assert viewer.get(url).status_code == 405
+    assert_unchanged(before, "a panel toggle without a log-in or a CSRF token")
+    assert world.client(world.users[VIEWER]).post(url, payload).status_code == 204
+    assert list(DashboardPreferences.objects.values_list("user__username", "open_panels")) == [
+        (world.users[VIEWER].username, ["chart"])]
 
 
 def test_unknown_api_paths_are_a_json_404_and_change_nothing(world):
