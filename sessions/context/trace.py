@@ -96,6 +96,12 @@ class Pattern:
     def re2_pattern(self) -> str:
         return self.re2_of()
 
+    @property
+    def python_pattern(self) -> str:
+        """The string as a Python regular expression (no case given), to mark it in an excerpt: read only
+        on an excerpt's few hundred characters."""
+        return r"\S*".join(r"\s+".join(re.escape(word) for word in part.split(" ")) for part in self.parts)
+
     def matches(self, text: str) -> bool:
         return _compiled(self.re2_pattern).search(text or "") is not None
 
@@ -266,11 +272,11 @@ def _excerpt(message: Message, pattern: Pattern) -> Snippet:
     if message.text_at or not message.calls_at:  # in the text (or found where the database did not say)
         window, start, chars = message.text_window or "", message.window_from, message.text_chars or 0
     elif message.shown_calls is not None:  # in the tool calls, short enough to show as fact_text does
-        return snippet(fact_text(_Calls(message.shown_calls)), query, terms, anywhere=True)
+        return snippet(fact_text(_Calls(message.shown_calls)), query, terms, marked=pattern.python_pattern)
     else:
         window, start, chars = message.calls_window or "", message.calls_from, message.calls_chars or 0
     return snippet(window, query, terms, more_before=start > 1, more_after=start - 1 + len(window) < chars,
-                   anywhere=True)
+                   marked=pattern.python_pattern)
 
 
 def _around(message: Message, pattern: Pattern) -> str:

@@ -166,11 +166,11 @@ class Snippet:
 
 
 def snippet(text: str, query: str, terms: list[str], width: int = SNIPPET, *, more_before: bool = False,
-            more_after: bool = False, anywhere: bool = False) -> Snippet:
+            more_after: bool = False, marked: str | None = None) -> Snippet:
     """A snippet of `text` around the first match, with where the terms are in it. `text` may be a window
-    of a longer text (more_before, more_after: it goes on before or after the window). `anywhere`: a
-    term is marked wherever it stands (Trace finds substrings: 7447 in credit_card_7447), not only from
-    the start of a word as the index matches it."""
+    of a longer text (more_before, more_after: it goes on before or after the window). `marked`: a
+    regular expression of what to mark instead of the terms (Trace marks what it matched, wherever it
+    stands: 7447 in credit_card_7447, W96*49 whole)."""
     phrase = " ".join(query.split())
     words = {t for t in terms if t}
     if words - STOP_WORDS:
@@ -179,8 +179,9 @@ def snippet(text: str, query: str, terms: list[str], width: int = SNIPPET, *, mo
     patterns = [re.escape(phrase)] if phrase and len(terms) > 1 else []
     # A spaced word from its start (the index matches words by prefix); a run of an unspaced script
     # anywhere, as the index finds it.
-    patterns += [re.escape(w) if anywhere or UNSPACED.fullmatch(w) else r"\b" + re.escape(w) + r"\w*"
-                 for w in words]
+    patterns += [re.escape(w) if UNSPACED.fullmatch(w) else r"\b" + re.escape(w) + r"\w*" for w in words]
+    if marked is not None:
+        patterns = [marked]
     if not patterns:
         return Snippet(("… " if more_before else "") + text[:width] + (" …" if more_after else ""), [])
     pattern = re.compile("|".join(patterns), re.IGNORECASE)

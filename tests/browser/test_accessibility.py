@@ -172,6 +172,12 @@ def check_role(page, site, role: str, found: dict, shot=None, schemes=("light",)
                 shot(page, f"a11y-{name.replace(' ', '-')}-1440-{scheme}")
         check(f"{name} {url}")
         if url == site["session"]:
+            # Every panel of its fold bar opened (a folded panel's content is not rendered, so not checked
+            # above), the size chart loaded into its panel.
+            page.evaluate("document.querySelectorAll('#fold-bar details').forEach(d => { d.open = true; })")
+            page.locator(".chart-box figure.chart").wait_for()
+            settle(page)
+            check("session page with every panel of its fold bar open")
             # The fragments the session page loads on demand, all put into its <main> the way htmx would, on
             # the load just checked.
             for fragment in site["fragments"].values():
