@@ -33,15 +33,16 @@ from tests.importers.test_import_streaming import conversation_lines
 
 MB = 1_000_000
 BIG = MB - 1_000  # a "one-megabyte" message: CTXWEB_MAX_TEXT_CHARS is 1,000,000 characters
+QUARTER = MB // 4
 
 
 class Killed(Exception):
     pass
 
 
-def big_messages(count: int) -> list[dict]:
-    text = "lorem ipsum dolor sit amet " * (BIG // 27 + 1)
-    return [{"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} {text}"[:BIG]}
+def big_messages(count: int, size: int = BIG) -> list[dict]:
+    text = "lorem ipsum dolor sit amet " * (size // 27 + 1)
+    return [{"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} {text}"[:size]}
             for n in range(count)]
 
 
@@ -114,18 +115,23 @@ def import_peak(project, path) -> int:
     return peak
 
 
-def test_the_memory_an_import_takes_is_bounded_by_the_chunk_not_by_the_file(project, tmp_path,
-                                                                           three_megabyte_chunks):
-    """Recognising the format held the first 100 entries too: the whole of a file of 100 large messages."""
+def test_the_memory_an_import_takes_is_bounded_by_the_chunk_not_by_the_file(project, tmp_path, settings):
+    """Recognising the format held the first 100 entries too: the whole of a file of 100 large messages.
+    At a quarter of the sizes above (250 KB messages, 750 KB chunks): what is measured is the ratio, and
+    tracing every allocation of a 24 MB import took a minute of the suite."""
+    settings.CTXWEB_IMPORT_CHUNK_BYTES = 3 * QUARTER
+    settings.CTXWEB_IMPORT_CHUNK_MESSAGES = 500
+    settings.CTXWEB_IMPORT_STREAM_ABOVE = 0
     append_messages(project, "warm-up", [{"role": "user", "content": "the tokenizer, loaded once " * 100}])
-    small = import_peak(project, write_jsonl(tmp_path, "six.jsonl", big_messages(6)))
-    large = import_peak(project, write_jsonl(tmp_path, "eighteen.jsonl", big_messages(18)))
+    small = import_peak(project, write_jsonl(tmp_path, "six.jsonl", big_messages(6, QUARTER)))
+    large = import_peak(project, write_jsonl(tmp_path, "eighteen.jsonl", big_messages(18, QUARTER)))
 
-    print(f"peak: 6 MB file {small / MB:.1f} MB, 18 MB file {large / MB:.1f} MB (3 MB chunks)")
-    assert large < small * 1.15 + MB, (small, large)
+    print(f"peak: 1.5 MB file {small / MB:.2f} MB, 4.5 MB file {large / MB:.2f} MB (750 KB chunks)")
+    assert large < small * 1.15 + QUARTER, (small, large)
     # About three and a half times the chunk (messages as read, as validated, as SQL parameters), and
-    # counting one message's tokens (tiktoken's list of ints: 7.4 MB for a 1 MB text), whatever the file.
-    assert large < 4 * (3 * MB) + 10 * MB, large
+    # counting one message's tokens (tiktoken's list of ints: 7.4 bytes a character) and what an import
+    # holds whatever its size: 6.3 MB measured. Holding the whole file so would take over 15 MB.
+    assert large < 4 * (3 * QUARTER) + 4 * MB, large
 
 
 # --- every format a chunk per transaction, hidden until stored ----------------------------------------
