@@ -46,6 +46,7 @@ urlpatterns = [
     path("p/<slug:project>/s/<key:key>/", include(session_patterns)),
     path("tags/", views.bulk_tags, name="bulk_tags"),
     path("search/", views.search, name="search"),
+    path("compare/", views.compare_page, name="compare"),
     path("preferences/panels/", preferences.panel_state, name="panel_state"),
     path("p/<slug:project>/members/", views.members, name="members"),
     path("api-keys/", views.api_keys, name="api_keys"),

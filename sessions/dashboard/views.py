@@ -20,6 +20,7 @@ from sessions.access import rate_limits
 from sessions.access.api_keys import create_api_key, keys_of, revoke
 from sessions.access.dashboard_limits import heavy
 from sessions.access.members import members_of, remove_member, set_member
+from sessions.context.compare import compare_sessions, shown_text
 from sessions.context.explain import checkpoints_of, page_layout
 from sessions.context.exports import export_response
 from sessions.context.facts import not_in_summary
@@ -59,6 +60,7 @@ from sessions.store.notes import (
     set_tags,
     tag_names,
 )
+from sessions.store.search import Snippet
 from sessions.store.search import search as search_hits
 
 
@@ -522,6 +524,39 @@ def search(request: HttpRequest) -> HttpResponse:
                "roles": Role.values, "query": paging.urlencode()}
     template = "sessions/_search_results.html" if request.htmx and request.htmx.target == "search-results" else "sessions/search.html"
     return render(request, template, context)
+
+
+# --- compare two conversations ------------------------------------------------------------------
+
+SHOWN_CHARS = 2000  # of each message's text on the comparison page; the API gives it whole
+
+
+def _compared(message, marks) -> dict | None:
+    """A message of a comparison row as the page shows it: its text (cut at SHOWN_CHARS) with the words
+    that differ marked, escaped."""
+    if message is None:
+        return None
+    text = shown_text(message)
+    cut = text[:SHOWN_CHARS]
+    shown = Snippet(cut + ("…" if len(text) > SHOWN_CHARS else ""), [(a, min(b, len(cut))) for a, b in marks if a < len(cut)])
+    return {"seq": message.seq, "role": message.role, "html": shown.as_html()}
+
+
+@login_required
+@require_GET
+@heavy(when="b")
+def compare_page(request: HttpRequest) -> HttpResponse:
+    """Two sessions of a project side by side, aligned turn by turn (sessions.context.compare). Without
+    `b`, a form to pick the session to compare `a` with."""
+    project, a, b = (request.GET.get(name, "").strip() for name in ("project", "a", "b"))
+    first = access.get_session_for(request.user, project, a) if a else None
+    context = {"project": project, "a": a, "b": b, "first": first}
+    if first is not None and b:
+        comparison = compare_sessions(first, access.get_session_for(request.user, project, b))
+        context.update(comparison=comparison, rows=[
+            {"a": _compared(row.a, row.a_marks), "b": _compared(row.b, row.b_marks), "same": row.same}
+            for row in comparison.rows])
+    return render(request, "sessions/compare.html", context)
 
 
 # --- notes and tags ------------------------------------------------------------------------------

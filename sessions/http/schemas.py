@@ -552,3 +552,59 @@ class TraceOut(Schema):
         "among the facts their summaries kept or lost; null when they do not count it"))
     first_request: TraceRequestOut | None = Field(
         description="the first recorded request (REQUEST_BUILT) built on a summary that does not carry it")
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+
+class CompareMessageOut(Schema):
+    """A message of one side of a comparison row."""
+
+    seq: int
+    role: str
+    text: str = Field(description="its text parts, joined")
+    tool_calls: list[ToolCallOut] = Field(default_factory=list)
+    tool_call_id: str = ""
+
+
+class CompareSideOut(Schema):
+    """One session of a comparison, with what its header shows."""
+
+    key: str = Field(description="the session's key")
+    title: str
+    messages: int = Field(description="how many of its messages were compared")
+    truncated: bool = Field(description="it has more messages than were compared (the first 2,000 are)")
+    tokens: int = Field(description="its raw log's tokens")
+    tool_calls: int = Field(description="the tool calls of its compared messages")
+    metadata: dict[str, Any] = Field(description="its metadata, where a run's outcome is (a reward, a status)")
+
+    @staticmethod
+    def resolve_key(side) -> str:
+        return side.session.key
+
+    @staticmethod
+    def resolve_title(side) -> str:
+        return side.session.title
+
+    @staticmethod
+    def resolve_messages(side) -> int:
+        return len(side.messages)
+
+
+class CompareRowOut(Schema):
+    a: CompareMessageOut | None = Field(description="side a's message on this row, or null where only b has one")
+    b: CompareMessageOut | None
+    same: bool = Field(description="the two messages are the same (role, text, tool calls); false where one is missing")
+    a_changed: list[tuple[int, int]] = Field(alias="a_marks", description=(
+        "where a's shown text (its text, then its tool calls as name(arguments), one a line) differs from b's: "
+        "[start, end) character offsets"))
+    b_changed: list[tuple[int, int]] = Field(alias="b_marks")
+
+
+class CompareOut(Schema):
+    """Two conversations aligned turn by turn (sessions.context.compare)."""
+
+    a: CompareSideOut
+    b: CompareSideOut
+    rows: list[CompareRowOut]
+    diverged_at: int | None = Field(description="the index in rows of the first row that is not the same; null: none")

@@ -47,6 +47,7 @@ def site(live_server, users, demo, settings):
         "session page with a request timeline": session_url("", TRIMS),
         "recorded request diff": f"{session_url('', TRIMS)}recorded/4/",
         "search": "/search/?q=refund",
+        "compare two conversations": f"/compare/?project=default&a={AIRLINE}&b={LONG}",
         "import page": "/import/",
         "import job": f"/import/{job.pk}/",
         "API keys": "/api-keys/",

@@ -31,6 +31,7 @@ def _pages(story, note, api_key, request_event):
         reverse("session_export", args=["default", s.key, "jsonl"]),
         reverse("session_export", args=["default", s.key, "markdown"]),
         reverse("search") + "?q=taxi",
+        reverse("compare") + f"?project=default&a={s.key}&b={s.key}",
         reverse("api_keys"),
         reverse("members", args=["default"]),
         "/import/",

@@ -170,6 +170,7 @@ ROUTES = {
     "recorded_request_diff": Read(),
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),
+    "compare": Read(query={"project": "default", "a": "story", "b": "story"}),
     "session_compact": Write(EDITOR, lambda w: [{"force": "1"}]),
     "session_what_if": Read(query={"keep_recent_tokens": "0", "force": "1"}),
     "session_save_compaction": Write(EDITOR, lambda w: [{"max_tokens": "3000", "keep_recent_tokens": "100"}]),
