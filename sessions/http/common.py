@@ -33,6 +33,7 @@ def session_links(key: str = "$request.path.key") -> dict:
         "ListRequests": link("list_requests", key=key),
         "Export": link("export", key=key),
         "Trace": link("trace", key=key, q=key),  # where the session's own key turns up in it
+        "CompareWithItself": link("compare", a=key, b=key),  # with another key, against another session
     }
 
 

@@ -41,6 +41,7 @@ LABELS = [
     "GET /api/v1/sessions/{key}/checkpoints", "GET /api/v1/sessions/{key}/events",
     "GET /api/v1/sessions/{key}/export", "GET /api/v1/sessions/{key}/trace", "GET /api/v1/ping",
     "GET /api/v1/sessions/{key}/requests", "GET /api/v1/sessions/{key}/requests/{number}",
+    "GET /api/v1/compare",
 ]
 SESSION_LABELS = [label for label in LABELS if "{key}" in label]
 MODES = [pytest.param(GenerationMode.POSITIVE, id="positive"), pytest.param(GenerationMode.NEGATIVE, id="negative")]
