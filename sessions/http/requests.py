@@ -51,6 +51,9 @@ def build_next_request(request, key: str, body: s.RequestIn):
                     "in order: time, model, token figures ours and the provider's, what each dropped",
             openapi_extra=links(200, GetRequest=link("recorded_request", key="$request.path.key",
                                                      number="$response.body#/items/0/number"),
+                                # Its first request whether or not the page shows it (a 404 when none was
+                                # recorded): so that linked calls reach the operation too.
+                                GetFirstRequest=link("recorded_request", key="$request.path.key", number="1"),
                                 NextPage=link("list_requests", key="$request.path.key",
                                               after="$response.body#/next_after")))
 def list_requests(request, key: str, after: int = Query(0, ge=0, le=2_000_000_000),
