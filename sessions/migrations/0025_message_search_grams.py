@@ -5,9 +5,13 @@ beside the text. On SQLite the FTS5 table gets a second column (adding the field
 table, which drops 0003's triggers: they are made again, for both columns); on PostgreSQL the stored
 tsvector is made of both."""
 
+import importlib
+
 from django.db import migrations, models
 
 from sessions.wire.grams import UNSPACED, search_grams
+
+SEARCH = importlib.import_module("sessions.migrations.0003_message_search")
 
 BATCH = 2000
 
@@ -29,19 +33,8 @@ SQLITE_UP = [
     "INSERT INTO ctx_message_fts(rowid, text, search_grams) VALUES (new.id, new.text, new.search_grams); END",
     "INSERT INTO ctx_message_fts(ctx_message_fts) VALUES ('rebuild')",
 ]
-SQLITE_DOWN = SQLITE_UP[:4] + [
-    # 0003's table and triggers, as 0007 left them.
-    "CREATE VIRTUAL TABLE ctx_message_fts USING fts5(text, content='ctx_sessions_message', content_rowid='id', "
-    "tokenize='unicode61 remove_diacritics 2')",
-    "CREATE TRIGGER ctx_message_fts_ai AFTER INSERT ON ctx_sessions_message BEGIN "
-    "INSERT INTO ctx_message_fts(rowid, text) VALUES (new.id, new.text); END",
-    "CREATE TRIGGER ctx_message_fts_ad AFTER DELETE ON ctx_sessions_message BEGIN "
-    "INSERT INTO ctx_message_fts(ctx_message_fts, rowid, text) VALUES ('delete', old.id, old.text); END",
-    "CREATE TRIGGER ctx_message_fts_au AFTER UPDATE OF text ON ctx_sessions_message BEGIN "
-    "INSERT INTO ctx_message_fts(ctx_message_fts, rowid, text) VALUES ('delete', old.id, old.text); "
-    "INSERT INTO ctx_message_fts(rowid, text) VALUES (new.id, new.text); END",
-    "INSERT INTO ctx_message_fts(ctx_message_fts) VALUES ('rebuild')",
-]
+# Back to 0003's table and triggers, as 0007 left them: 0003's own statements.
+SQLITE_DOWN = SQLITE_UP[:4] + SEARCH.SQLITE_UP
 
 
 def vector(columns: str) -> list[str]:
@@ -77,14 +70,6 @@ def fill(apps, schema_editor):
         last = batch[-1].pk
 
 
-def run(statements_by_vendor):
-    def apply(apps, schema_editor):
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("ctx_sessions", "0024_compaction_run_in_process")]
     operations = [
@@ -95,7 +80,7 @@ class Migration(migrations.Migration):
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
         migrations.RunPython(
-            run({"sqlite": SQLITE_UP, "postgresql": POSTGRES_UP}),
-            run({"sqlite": SQLITE_DOWN, "postgresql": POSTGRES_DOWN}),
+            SEARCH.run({"sqlite": SQLITE_UP, "postgresql": POSTGRES_UP}),
+            SEARCH.run({"sqlite": SQLITE_DOWN, "postgresql": POSTGRES_DOWN}),
         ),
     ]
