@@ -553,10 +553,36 @@ def compare_page(request: HttpRequest) -> HttpResponse:
     context = {"project": project, "a": a, "b": b, "first": first}
     if first is not None and b:
         comparison = compare_sessions(first, access.get_session_for(request.user, project, b))
-        context.update(comparison=comparison, rows=[
-            {"a": _compared(row.a, row.a_marks), "b": _compared(row.b, row.b_marks), "same": row.same}
-            for row in comparison.rows])
+        context.update(comparison=comparison, **_row_page(request, comparison))
     return render(request, "sessions/compare.html", context)
+
+
+ROWS_PER_PAGE = 200  # of a comparison on its page: two long runs would otherwise make a page of 4,000 messages
+
+
+def _row_page(request: HttpRequest, comparison) -> dict:
+    """The comparison's rows from `?row=N` (by default the page that holds the first difference), at most
+    ROWS_PER_PAGE of them, with the query strings of the pages before and after."""
+    total = len(comparison.rows)
+    default = 0 if comparison.diverged_at is None else comparison.diverged_at // ROWS_PER_PAGE * ROWS_PER_PAGE
+    start = request.GET.get("row", "")
+    start = int(start) if start.isdigit() and len(start) < 9 else default
+    start = min(start, max(0, total - 1)) // ROWS_PER_PAGE * ROWS_PER_PAGE
+    end = min(total, start + ROWS_PER_PAGE)
+
+    def at(row):
+        query = request.GET.copy()
+        query["row"] = str(row)
+        return "?" + query.urlencode()
+
+    rows = [{"index": index, "a": _compared(row.a, row.a_marks), "b": _compared(row.b, row.b_marks), "same": row.same}
+            for index, row in enumerate(comparison.rows[start:end], start)]
+    diverged = comparison.diverged_at
+    return {"rows": rows, "row_count": total, "first_row": start + 1, "last_row": end,
+            "earlier": at(max(0, start - ROWS_PER_PAGE)) if start else None,
+            "later": at(end) if end < total else None,
+            "diverged_link": None if diverged is None else (
+                "" if start <= diverged < end else at(diverged // ROWS_PER_PAGE * ROWS_PER_PAGE)) + f"#row-{diverged}"}
 
 
 # --- notes and tags ------------------------------------------------------------------------------

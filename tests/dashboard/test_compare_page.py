@@ -1,0 +1,63 @@
+"""The comparison page (/compare/) shows long comparisons ROWS_PER_PAGE rows at a time, opening on the page
+that holds the first difference, with links to the rows before and after."""
+
+import pytest
+from django.urls import reverse
+
+from sessions.dashboard.views import ROWS_PER_PAGE
+from sessions.ingest.append import append_messages
+
+from .dom import parse
+
+pytestmark = pytest.mark.django_db
+
+
+def run(project, key, differ_at: int, count: int):
+    messages = [{"role": "user" if i % 2 else "assistant", "content": f"turn {i}" + (" (other)" if key == "b" and i >= differ_at else "")}
+                for i in range(count)]
+    append_messages(project, key, messages, "test")
+
+
+def row_ids(response) -> list[int]:
+    assert response.status_code == 200
+    return [int(tr.attrs["id"].removeprefix("row-")) for tr in parse(response).one("table", cls="compare-rows").find_all("tr") if "id" in tr.attrs]
+
+
+def test_a_long_comparison_opens_on_the_page_of_its_first_difference(viewer_client, project):
+    count, differ_at = 2 * ROWS_PER_PAGE + 50, ROWS_PER_PAGE + 30
+    run(project, "a", differ_at, count)
+    run(project, "b", differ_at, count)
+    url = reverse("compare") + "?project=default&a=a&b=b"
+
+    response = viewer_client.get(url)
+    shown = row_ids(response)
+    assert shown == list(range(ROWS_PER_PAGE, 2 * ROWS_PER_PAGE))
+    page = parse(response)
+    verdict = page.one(cls="compare-verdict")
+    assert verdict.one("a").attrs["href"] == f"#row-{differ_at}"
+    assert f"of {count} rows" in verdict.text()  # the rows of every page are counted (a changed pair is one row)
+    above, below = page.find_all("nav", cls="compare-pages")
+    nav = above
+    assert below.text() == above.text()
+    assert f"Rows {ROWS_PER_PAGE + 1}–{2 * ROWS_PER_PAGE} of" in nav.text()
+    links = {a.text(): a.attrs["href"] for a in nav.find_all("a")}
+    assert set(links) == {"Earlier rows", "Later rows"}
+
+    assert links["Earlier rows"].endswith("row=0") and links["Later rows"].endswith(f"row={2 * ROWS_PER_PAGE}")
+    first = viewer_client.get(url + "&row=0")
+    assert row_ids(first) == list(range(ROWS_PER_PAGE))
+    # From the first page the divergence is a link to the page that holds it.
+    href = parse(first).one(cls="compare-verdict").one("a").attrs["href"]
+    assert href.endswith(f"row={ROWS_PER_PAGE}#row-{differ_at}")
+    last = viewer_client.get(reverse("compare") + links["Later rows"])
+    assert row_ids(last) == list(range(2 * ROWS_PER_PAGE, count))
+    assert [a.text() for a in parse(last).find_all("nav", cls="compare-pages")[0].find_all("a")] == ["Earlier rows"]
+
+
+@pytest.mark.parametrize("row", ["-1", "abc", "99999999999999999999", "100000"])
+def test_a_row_out_of_range_or_not_a_number_is_still_a_page(viewer_client, project, row):
+    run(project, "a", 3, 10)
+    run(project, "b", 3, 10)
+    response = viewer_client.get(reverse("compare") + f"?project=default&a=a&b=b&row={row}")
+    assert row_ids(response) == list(range(10))  # 3 the same, then 7 changed pairs, each on one row
+    assert not parse(response).find_all("nav", cls="compare-pages")
