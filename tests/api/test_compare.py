@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sessions.context.compare import align, compare_sessions
+from sessions.ingest.append import append_messages
 from sessions.ingest.importers import import_file
 from sessions.models import Message, Session
 from tests.api.conftest import assert_error
@@ -22,6 +23,13 @@ def runs(project):
     report = import_file(project, TAU_BENCH)
     assert report.error is None
     return Session.objects.get(project=project, key=GOOD), Session.objects.get(project=project, key=BAD)
+
+
+@pytest.fixture
+def keys(project):
+    """Two small sessions under the keys of the two runs, for the errors (importing the runs takes 5 s)."""
+    for key in (GOOD, BAD):
+        append_messages(project, key, [{"role": "user", "content": f"Run {key}"}], "test")
 
 
 def test_two_runs_of_one_task_line_up_until_they_diverge(api, runs):
@@ -79,13 +87,13 @@ def test_a_session_compared_with_itself_is_the_same_throughout(api, runs):
     ({"a": GOOD, "b": "no-such-session"}, 404, "session_not_found"),
     ({"a": "", "b": GOOD}, 422, None),
 ])
-def test_bad_requests_get_a_clear_error(api, runs, query, status, code):
+def test_bad_requests_get_a_clear_error(api, keys, query, status, code):
     response = api.get("/compare", query=query)
     assert response.status_code == status, response.content
     if code:
         assert_error(response, status, code)
 
 
-def test_another_projects_key_cannot_compare_these_sessions(other_api, runs):
+def test_another_projects_key_cannot_compare_these_sessions(other_api, keys):
     response = other_api.get("/compare", query={"a": GOOD, "b": BAD})
     assert response.status_code == 404
