@@ -529,6 +529,7 @@ def search(request: HttpRequest) -> HttpResponse:
 # --- compare two conversations ------------------------------------------------------------------
 
 SHOWN_CHARS = 2000  # of each message's text on the comparison page; the API gives it whole
+ROWS_PER_PAGE = 200  # of a comparison on its page: two long runs would otherwise make a page of 4,000 messages
 
 
 def _compared(message, marks) -> dict | None:
@@ -557,32 +558,28 @@ def compare_page(request: HttpRequest) -> HttpResponse:
     return render(request, "sessions/compare.html", context)
 
 
-ROWS_PER_PAGE = 200  # of a comparison on its page: two long runs would otherwise make a page of 4,000 messages
-
-
 def _row_page(request: HttpRequest, comparison) -> dict:
     """The comparison's rows from `?row=N` (by default the page that holds the first difference), at most
     ROWS_PER_PAGE of them, with the query strings of the pages before and after."""
-    total = len(comparison.rows)
-    default = 0 if comparison.diverged_at is None else comparison.diverged_at // ROWS_PER_PAGE * ROWS_PER_PAGE
-    start = request.GET.get("row", "")
-    start = int(start) if start.isdigit() and len(start) < 9 else default
-    start = min(start, max(0, total - 1)) // ROWS_PER_PAGE * ROWS_PER_PAGE
-    end = min(total, start + ROWS_PER_PAGE)
+    total, diverged = len(comparison.rows), comparison.diverged_at
 
-    def at(row):
+    def page_of(row: int) -> int:
+        return min(row, max(0, total - 1)) // ROWS_PER_PAGE * ROWS_PER_PAGE
+
+    def at(row: int) -> str:
         query = request.GET.copy()
         query["row"] = str(row)
         return "?" + query.urlencode()
 
+    start = page_of(_int(request.GET.get("row"), page_of(diverged or 0)))
+    end = min(total, start + ROWS_PER_PAGE)
     rows = [{"index": index, "a": _compared(row.a, row.a_marks), "b": _compared(row.b, row.b_marks), "same": row.same}
             for index, row in enumerate(comparison.rows[start:end], start)]
-    diverged = comparison.diverged_at
     return {"rows": rows, "row_count": total, "first_row": start + 1, "last_row": end,
             "earlier": at(max(0, start - ROWS_PER_PAGE)) if start else None,
             "later": at(end) if end < total else None,
             "diverged_link": None if diverged is None else (
-                "" if start <= diverged < end else at(diverged // ROWS_PER_PAGE * ROWS_PER_PAGE)) + f"#row-{diverged}"}
+                "" if start <= diverged < end else at(page_of(diverged))) + f"#row-{diverged}"}
 
 
 # --- notes and tags ------------------------------------------------------------------------------

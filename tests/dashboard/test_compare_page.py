@@ -54,7 +54,7 @@ def test_a_long_comparison_opens_on_the_page_of_its_first_difference(viewer_clie
     assert [a.text() for a in parse(last).find_all("nav", cls="compare-pages")[0].find_all("a")] == ["Earlier rows"]
 
 
-@pytest.mark.parametrize("row", ["-1", "abc", "99999999999999999999", "100000"])
+@pytest.mark.parametrize("row", ["-1", "abc", "99999999999999999999", "100000", "²", "%20"])
 def test_a_row_out_of_range_or_not_a_number_is_still_a_page(viewer_client, project, row):
     run(project, "a", 3, 10)
     run(project, "b", 3, 10)
