@@ -3,6 +3,11 @@ conversation beside a good one), aligned so that the same user message, the same
 arguments and the same tool result line up, what only one of them has stands alone, and a message that
 changed is marked word by word. Where they first differ is the point of divergence.
 
+A side is a session's raw log (every stored message), one of its recorded requests (the messages the
+application sent, exactly), or its model input as of a message (what the model was given by then, on the
+session's basis: instructions, the latest checkpoint's summary, the messages after it). So two requests of
+one session, not only consecutive ones, or the input before and after a compaction, compare the same way.
+
 The alignment is difflib's SequenceMatcher over each message's signature (its role, its text with white
 space folded, its tool calls' names and arguments): the longest common runs first, then recursively the
 rest, so a run that took one more tool call still lines up everywhere else. A changed pair (a replaced
@@ -14,27 +19,51 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-from sessions.models import Message, Session
+from sessions.context.recorded_input import build_input, sent_entries
+from sessions.errors import DomainError
+from sessions.models import RecordedRequest, Session
+from sessions.wire.parsed import text_of
 
 MAX_MESSAGES = 2000
 WORDS = re.compile(r"\s+|[^\s\w]|\w+")
 
 
+@dataclass(slots=True)
+class Item:
+    """A message of one side as the comparison reads it: a stored message, a message a request sent, or an
+    entry of a model input (its instructions and a checkpoint's summary are items too, with no seq)."""
+
+    role: str
+    text: str
+    tool_calls: list
+    seq: int | None = None  # the raw log's message it is; None: instructions, a summary, the application's own
+    tool_call_id: str = ""
+    kind: str = "message"  # "message" | "instructions" | "summary"
+
+
 @dataclass
 class Side:
-    """One session of the comparison, with the figures its header shows."""
+    """One side of the comparison, with the figures its header shows: `what` it is of its session (the raw
+    log, request N, the model input as of message N)."""
 
     session: Session
-    messages: list[Message]
+    messages: list[Item]
     truncated: bool  # more messages than MAX_MESSAGES: only the first are compared
+    tokens: int
+    request: RecordedRequest | None = None
+    as_of: int | None = None
+
+    @property
+    def what(self) -> str:
+        if self.request is not None:
+            return f"request {self.request.number}"
+        if self.as_of is not None:
+            return f"model input as of message {self.as_of}"
+        return "raw log"
 
     @property
     def tool_calls(self) -> int:
         return sum(len(m.tool_calls or ()) for m in self.messages)
-
-    @property
-    def tokens(self) -> int:
-        return self.session.raw_tokens
 
     @property
     def metadata(self) -> dict:
@@ -45,8 +74,8 @@ class Side:
 class Row:
     """One row of the comparison: a message of each side, or of one side only (the other None)."""
 
-    a: Message | None
-    b: Message | None
+    a: Item | None
+    b: Item | None
     same: bool
     a_marks: list[tuple[int, int]] = field(default_factory=list)  # changed words of a's text: [start, end)
     b_marks: list[tuple[int, int]] = field(default_factory=list)
@@ -68,18 +97,18 @@ class Comparison:
         return sum(1 for row in self.rows if row.same)
 
 
-def calls_text(message: Message) -> str:
+def calls_text(message: Item) -> str:
     return "\n".join(f"{call.get('name', '')}({call.get('arguments', '')})" for call in message.tool_calls or ())
 
 
-def signature(message: Message) -> tuple:
+def signature(message: Item) -> tuple:
     """What makes two messages the same here: role, text (white space folded), tool calls."""
     calls = tuple((call.get("name", ""), " ".join(str(call.get("arguments", "")).split()))
                   for call in message.tool_calls or ())
     return message.role, " ".join((message.text or "").split()), calls
 
 
-def shown_text(message: Message) -> str:
+def shown_text(message: Item) -> str:
     """The text a row shows and marks: the message's text, then its tool calls."""
     return "\n".join(part for part in (message.text or "", calls_text(message)) if part)
 
@@ -125,19 +154,56 @@ def _starts(words: list[str]) -> list[int]:
 
 
 def read_side(session: Session) -> Side:
+    """The session's raw log: every stored message, in order (the first MAX_MESSAGES)."""
     messages = list(session.messages.order_by("seq")
-                    .only("session_id", "seq", "role", "text", "tool_calls", "tool_call_id", "name",
-                          "include_in_messages", "tokens")[:MAX_MESSAGES + 1])
-    return Side(session, messages[:MAX_MESSAGES], len(messages) > MAX_MESSAGES)
+                    .only("session_id", "seq", "role", "text", "tool_calls", "tool_call_id")[:MAX_MESSAGES + 1])
+    items = [Item(m.role, m.text or "", m.tool_calls or [], m.seq, m.tool_call_id) for m in messages]
+    return Side(session, items[:MAX_MESSAGES], len(items) > MAX_MESSAGES, session.raw_tokens)
+
+
+def request_side(session: Session, number: int) -> Side:
+    """Recorded request `number` of the session: the messages the application sent, exactly."""
+    recorded = RecordedRequest.objects.filter(session=session, number=number).first()
+    if recorded is None:
+        raise DomainError(f"session {session.key!r} has no recorded request {number} (it has {session.request_count})",
+                          code="request_not_found", status=404)
+    entries = sent_entries(recorded)
+    return _side_of_entries(session, entries, sum(e.tokens for e in entries), request=recorded)
+
+
+def as_of_side(session: Session, as_of: int) -> Side:
+    """The session's model input as of message `as_of`, on its own basis: what the model was given then."""
+    model_input = build_input(session, as_of=as_of)
+    return _side_of_entries(session, model_input.entries, model_input.tokens, as_of=as_of)
+
+
+def _side_of_entries(session: Session, entries: list, tokens: int, **what) -> Side:
+    items = [Item(e.role, text_of(e.content), list(e.tool_calls or ()), e.seq, e.tool_call_id or "", e.kind)
+             for e in entries[:MAX_MESSAGES]]
+    return Side(session, items, len(entries) > MAX_MESSAGES, tokens, **what)
+
+
+def side_of(session: Session, request: int | None = None, as_of: int | None = None) -> Side:
+    """One side: recorded request `request`, the model input as of message `as_of`, or (neither) the raw log."""
+    if request is not None and as_of is not None:
+        raise DomainError("a side is a recorded request or the model input as of a message, not both: "
+                          "give request or as_of", code="invalid_comparison")
+    if request is not None:
+        return request_side(session, request)
+    if as_of is not None:
+        return as_of_side(session, as_of)
+    return read_side(session)
 
 
 def compare_sessions(a: Session, b: Session) -> Comparison:
-    left, right = read_side(a), read_side(b)
-    rows = align(left.messages, right.messages)
-    return Comparison(left, right, rows)
+    return compare_sides(read_side(a), read_side(b))
 
 
-def align(a: list[Message], b: list[Message]) -> list[Row]:
+def compare_sides(left: Side, right: Side) -> Comparison:
+    return Comparison(left, right, align(left.messages, right.messages))
+
+
+def align(a: list[Item], b: list[Item]) -> list[Row]:
     rows: list[Row] = []
     matcher = difflib.SequenceMatcher(None, [signature(m) for m in a], [signature(m) for m in b], autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():

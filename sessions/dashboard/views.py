@@ -20,7 +20,7 @@ from sessions.access import rate_limits
 from sessions.access.api_keys import create_api_key, keys_of, revoke
 from sessions.access.dashboard_limits import heavy
 from sessions.access.members import members_of, remove_member, set_member
-from sessions.context.compare import compare_sessions, shown_text
+from sessions.context.compare import compare_sides, shown_text, side_of
 from sessions.context.explain import checkpoints_of, page_layout
 from sessions.context.exports import export_response
 from sessions.context.facts import not_in_summary
@@ -540,21 +540,30 @@ def _compared(message, marks) -> dict | None:
     text = shown_text(message)
     cut = text[:SHOWN_CHARS]
     shown = Snippet(cut + ("…" if len(text) > SHOWN_CHARS else ""), [(a, min(b, len(cut))) for a, b in marks if a < len(cut)])
-    return {"seq": message.seq, "role": message.role, "html": shown.as_html()}
+    return {"seq": message.seq, "role": message.role, "kind": message.kind, "html": shown.as_html()}
 
 
 @login_required
 @require_GET
 @heavy(when="b")
 def compare_page(request: HttpRequest) -> HttpResponse:
-    """Two sessions of a project side by side, aligned turn by turn (sessions.context.compare). Without
-    `b`, a form to pick the session to compare `a` with."""
+    """Two sides of one project side by side, aligned turn by turn (sessions.context.compare): each a
+    session's raw log, one of its recorded requests (`a_request`) or its model input as of a message
+    (`a_as_of`). Without `b`, a form to pick what to compare `a` with; `b` may be `a` itself."""
     project, a, b = (request.GET.get(name, "").strip() for name in ("project", "a", "b"))
+    chosen = {name: _int(request.GET.get(name), minimum=0 if name.endswith("as_of") else 1)
+              for name in ("a_request", "a_as_of", "b_request", "b_as_of")}
     first = access.get_session_for(request.user, project, a) if a else None
-    context = {"project": project, "a": a, "b": b, "first": first}
+    context = {"project": project, "a": a, "b": b, "first": first, **chosen}
     if first is not None and b:
-        comparison = compare_sessions(first, access.get_session_for(request.user, project, b))
-        context.update(comparison=comparison, **_row_page(request, comparison))
+        second = first if b == a else access.get_session_for(request.user, project, b)
+        try:
+            comparison = compare_sides(side_of(first, chosen["a_request"], chosen["a_as_of"]),
+                                       side_of(second, chosen["b_request"], chosen["b_as_of"]))
+        except DomainError as exc:
+            context["problem"] = exc.detail
+        else:
+            context.update(comparison=comparison, **_row_page(request, comparison))
     return render(request, "sessions/compare.html", context)
 
 

@@ -560,7 +560,9 @@ class TraceOut(Schema):
 class CompareMessageOut(Schema):
     """A message of one side of a comparison row."""
 
-    seq: int
+    seq: int | None = Field(description="the raw log's message it is; null for instructions, a checkpoint's summary, "
+                                        "or a message of the application's own in a recorded request")
+    kind: str = Field(description="message, instructions (a system prompt) or summary (a checkpoint's, in a model input)")
     role: str
     text: str = Field(description="its text parts, joined")
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
@@ -568,13 +570,16 @@ class CompareMessageOut(Schema):
 
 
 class CompareSideOut(Schema):
-    """One session of a comparison, with what its header shows."""
+    """One side of a comparison, with what its header shows."""
 
     key: str = Field(description="the session's key")
     title: str
+    what: str = Field(description="what of the session this side is: raw log, request N, model input as of message N")
+    request: int | None = Field(description="the recorded request's number when the side is one")
+    as_of: int | None = Field(description="the message the side's model input is as of, when it is one")
     messages: int = Field(description="how many of its messages were compared")
     truncated: bool = Field(description="it has more messages than were compared (the first 2,000 are)")
-    tokens: int = Field(description="its raw log's tokens")
+    tokens: int = Field(description="its tokens: the raw log's, the request's as sent, or the model input's")
     tool_calls: int = Field(description="the tool calls of its compared messages")
     metadata: dict[str, Any] = Field(description="its metadata, where a run's outcome is (a reward, a status)")
 
@@ -589,6 +594,10 @@ class CompareSideOut(Schema):
     @staticmethod
     def resolve_messages(side) -> int:
         return len(side.messages)
+
+    @staticmethod
+    def resolve_request(side) -> int | None:
+        return None if side.request is None else side.request.number
 
 
 class CompareRowOut(Schema):

@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from sessions.dashboard.views import ROWS_PER_PAGE
 from sessions.ingest.append import append_messages
+from tests.recorded_sessions import rebuilt_session
 
 from .dom import parse
 
@@ -61,3 +62,47 @@ def test_a_row_out_of_range_or_not_a_number_is_still_a_page(viewer_client, proje
     response = viewer_client.get(reverse("compare") + f"?project=default&a=a&b=b&row={row}")
     assert row_ids(response) == list(range(10))  # 3 the same, then 7 changed pairs, each on one row
     assert not parse(response).find_all("nav", cls="compare-pages")
+
+
+def test_two_recorded_requests_side_by_side(viewer_client, project):
+    session = rebuilt_session(project)
+    response = viewer_client.get(reverse("compare") + "?project=default&a=rebuilt&b=rebuilt&a_request=4&b_request=5")
+    page = parse(response)
+    heads = [side.one(cls="compare-what").text() for side in page.find_all("section", cls="compare-side")]
+    assert heads[0].startswith("Request 4 · gpt-4o-mini · sent") and heads[1].startswith("Request 5")
+    rows = page.one("table", cls="compare-rows").find("tbody").find_all("tr")
+    assert len(rows) == 7
+    # The instructions and the application's own summary are no raw message: no link to one.
+    first = rows[0].one("td", cls="side-a")
+    assert first.one(cls="role").text() == "instructions" and not first.find_all("a", cls="permalink")
+    assert not rows[1].one("td", cls="side-a").find_all("a", cls="permalink")
+    dropped = rows[2].one("td", cls="side-a").one("a", cls="permalink")
+    assert dropped.attrs["href"] == f"{session.get_absolute_url()}?seq=5#m-5"
+    assert "first differ at row 3" in page.one(cls="compare-verdict").text()
+    # The form keeps what was asked, to change one number and compare again.
+    assert {i.attrs["name"]: i.attrs.get("value") for i in page.find_all("input")}["a_request"] == "4"
+
+
+def test_the_request_page_and_the_as_of_banner_lead_to_the_comparison(viewer_client, project):
+    session = rebuilt_session(project)
+    diff = parse(viewer_client.get(reverse("recorded_request_diff", args=["default", "rebuilt", 5])))
+    href = diff.one("a", cls="compare-link").attrs["href"]
+    assert "a_request=4" in href and "b_request=5" in href
+    as_of = parse(viewer_client.get(session.get_absolute_url() + "?as_of=4"))
+    href = as_of.one(cls="as-of-banner").one("a", cls="compare-link").attrs["href"].replace("&amp;", "&")
+    assert "a_as_of=4" in href and f"b_as_of={session.message_count}" in href
+    assert viewer_client.get(href).status_code == 200
+
+
+@pytest.mark.parametrize(("query", "problem"), [
+    ("a_request=9&b_request=1", "no recorded request 9"),
+    ("a_request=1&a_as_of=2&b_request=1", "not both"),
+    ("a_as_of=99&b_as_of=1", "as_of must be a seq between 0 and 10"),
+])
+def test_a_side_that_is_not_there_says_so_on_the_page(viewer_client, project, query, problem):
+    rebuilt_session(project)
+    response = viewer_client.get(reverse("compare") + f"?project=default&a=rebuilt&b=rebuilt&{query}")
+    assert response.status_code == 200
+    page = parse(response)
+    assert problem in page.one(data_testid="compare-problem").text()
+    assert not page.find_all("table", cls="compare-rows")
