@@ -47,6 +47,7 @@ urlpatterns = [
     path("tags/", views.bulk_tags, name="bulk_tags"),
     path("search/", views.search, name="search"),
     path("compare/", views.compare_page, name="compare"),
+    path("compare/ticked/", views.compare_ticked, name="compare_ticked"),
     path("preferences/panels/", preferences.panel_state, name="panel_state"),
     path("p/<slug:project>/members/", views.members, name="members"),
     path("api-keys/", views.api_keys, name="api_keys"),

@@ -1,7 +1,7 @@
 """The dashboard: server-rendered pages and the htmx fragments that refresh parts of them. Every view
 checks access through sessions.access.permissions; the work is done by the domain modules."""
 
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
@@ -75,8 +75,6 @@ def _int(value, default=None, *, minimum=0, maximum=2_000_000_000):
 def session_url(session: Session, **params) -> str:
     url = session.get_absolute_url()
     if params:
-        from urllib.parse import urlencode
-
         url += "?" + urlencode({k: v for k, v in params.items() if v is not None})
     return url
 
@@ -565,6 +563,21 @@ def compare_page(request: HttpRequest) -> HttpResponse:
         else:
             context.update(comparison=comparison, **_row_page(request, comparison))
     return render(request, "sessions/compare.html", context)
+
+
+@login_required
+@require_POST
+def compare_ticked(request: HttpRequest) -> HttpResponse:
+    """The two sessions ticked in the sessions list (the tag form's checkboxes), on the comparison page."""
+    pks = [_int(pk, minimum=1) for pk in request.POST.getlist("session")]
+    if len(pks) != 2 or None in pks or pks[0] == pks[1]:
+        flash.error(request, "Tick exactly two sessions to compare them.")
+        return redirect("sessions")
+    first, second = access.get_sessions_for(request.user, pks)
+    if first.project_id != second.project_id:
+        flash.error(request, "Only two sessions of one project can be compared.")
+        return redirect("sessions")
+    return redirect(reverse("compare") + "?" + urlencode({"project": first.project.name, "a": first.key, "b": second.key}))
 
 
 def _row_page(request: HttpRequest, comparison) -> dict:

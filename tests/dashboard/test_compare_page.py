@@ -106,3 +106,24 @@ def test_a_side_that_is_not_there_says_so_on_the_page(viewer_client, project, qu
     page = parse(response)
     assert problem in page.one(data_testid="compare-problem").text()
     assert not page.find_all("table", cls="compare-rows")
+
+
+@pytest.mark.parametrize("ticked", [1, 3])
+def test_comparing_ticked_sessions_needs_exactly_two(viewer_client, project, ticked):
+    for n in range(3):
+        append_messages(project, f"run-{n}", [{"role": "user", "content": f"run {n}"}], "test")
+    pks = [str(pk) for pk in project.sessions.order_by("pk").values_list("pk", flat=True)[:ticked]]
+    response = viewer_client.post(reverse("compare_ticked"), {"session": pks}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("sessions")
+    assert "Tick exactly two sessions to compare them." in response.content.decode()
+
+
+def test_the_list_compares_the_two_ticked_sessions(viewer_client, project):
+    run(project, "a", 3, 10)
+    run(project, "b", 3, 10)
+    listing = parse(viewer_client.get(reverse("sessions")))
+    button = listing.one("button", cls="compare-ticked")
+    assert button.attrs["formaction"] == reverse("compare_ticked")
+    pks = [box.attrs["value"] for box in listing.find_all("input", cls="pick")]
+    response = viewer_client.post(reverse("compare_ticked"), {"session": pks}, follow=True)
+    assert "They agree on 3 of 10 rows" in parse(response).one(cls="compare-verdict").text()

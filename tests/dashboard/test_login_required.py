@@ -49,6 +49,7 @@ def _actions(story, note, api_key):
         (reverse("note_edit", args=["default", s.key, note.pk]), {"delete": "1"}),
         (reverse("tags_set", args=["default", s.key]), {"tags": "anonymous"}),
         (reverse("bulk_tags"), {"session": [str(s.pk)], "tag": "anonymous", "action": "add"}),
+        (reverse("compare_ticked"), {"session": [str(s.pk), str(s.pk)]}),
         (reverse("api_keys"), {"project": "default", "name": "anonymous key"}),
         (reverse("api_key_revoke", args=[api_key.pk]), {}),
         (reverse("members", args=["default"]), {"username": "viewer", "role": "admin"}),

@@ -171,6 +171,7 @@ ROUTES = {
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),
     "compare": Read(query={"project": "default", "a": "story", "b": "story"}),
+    "compare_ticked": Special("test_comparing_the_ticked_sessions_changes_nothing_and_needs_the_csrf_token"),
     "session_compact": Write(EDITOR, lambda w: [{"force": "1"}]),
     "session_what_if": Read(query={"keep_recent_tokens": "0", "force": "1"}),
     "session_save_compaction": Write(EDITOR, lambda w: [{"max_tokens": "3000", "keep_recent_tokens": "100"}]),
@@ -426,6 +427,30 @@ def test_the_panels_a_user_left_open_are_their_own_and_need_the_csrf_token(world
     assert world.client(world.users[VIEWER]).post(url, payload).status_code == 204
     assert list(DashboardPreferences.objects.values_list("user__username", "open_panels")) == [
         (world.users[VIEWER].username, ["chart"])]
+
+
+def test_comparing_the_ticked_sessions_changes_nothing_and_needs_the_csrf_token(world):
+    """A POST only because the list's one form of ticked sessions sends it: it redirects to the comparison
+    page, for the sessions the user may see, and changes nothing."""
+    from sessions.ingest.append import append_messages
+
+    project = world.story.session.project
+    append_messages(project, "second", [{"role": "user", "content": "another run"}], "test")
+    second = project.sessions.get(key="second")
+    url, payload = reverse("compare_ticked"), {"session": [str(world.story.session.pk), str(second.pk)]}
+    before = snapshot()
+    assert sent_to_login(world.client().post(url, payload))
+    viewer = world.client(world.users[VIEWER], enforce_csrf_checks=True)
+    assert viewer.post(url, payload).status_code == 403
+    assert viewer.get(url).status_code == 405
+    assert world.client(world.other_admin).post(url, payload).status_code == 404
+    # Another project's session beside one of this project: 404, as if it were not there.
+    mixed = {"session": [str(world.story.session.pk), str(world.other_session.pk)]}
+    assert world.client(world.users[VIEWER]).post(url, mixed).status_code == 404
+    response = world.client(world.users[VIEWER]).post(url, payload)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("compare") + f"?project={project.name}&a={world.story.session.key}&b=second"
+    assert_unchanged(before, "comparing ticked sessions")
 
 
 def test_unknown_api_paths_are_a_json_404_and_change_nothing(world):
