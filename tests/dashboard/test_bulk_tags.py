@@ -133,7 +133,8 @@ def test_the_list_has_a_checkbox_per_session_and_the_bulk_form_for_those_who_may
     page = parse(response)
     form = page.one("form", id="bulk-tags")
     assert form.get("method") == "post" and form.get("action") == BULK
-    assert {b.get("value") for b in form.find_all("button")} == {"add", "remove"}
+    assert {b.get("value") for b in form.find_all("button", name="action")} == {"add", "remove"}
+    assert form.one("button", cls="compare-ticked").get("formaction") == "/compare/ticked/"
     boxes = page.one(id="session-rows").find_all("input", cls="pick")
     assert sorted(int(b.get("value")) for b in boxes) == sorted(s.pk for s in three.values())
     assert all(b.get("form") == "bulk-tags" and b.get("aria-label", "").startswith("select ") for b in boxes)

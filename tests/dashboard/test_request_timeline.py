@@ -103,8 +103,9 @@ def test_the_diff_shows_dropped_added_and_own_messages(viewer_client, project):
     assert [o.one("div", cls="own-text").text() for o in own] == [SUMMARY]
     assert b"&lt;b&gt;and&lt;/b&gt;" in response.content and b"<b>and</b>" not in response.content
     nav = doc.one("p", cls="request-nav")
+    compare = "/compare/?project=default&a=rebuilt&b=rebuilt&a_request=3&b_request=4"  # tests/dashboard/test_compare_page.py
     assert [a.get("href") for a in nav.find_all("a")] == [
-        diff_url(session, 3), session_url(session) + "#request-timeline", diff_url(session, 5)]
+        diff_url(session, 3), session_url(session) + "#request-timeline", compare, diff_url(session, 5)]
 
 
 def test_the_first_request_shows_what_it_sent(viewer_client, project):

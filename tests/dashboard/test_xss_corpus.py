@@ -285,12 +285,13 @@ def markup_problems(doc: Element) -> list[str]:
                 problems.append(f"{problem} on {where(element)}")
             if name == "style":  # the dashboard has no inline style (the CSP has no 'unsafe-inline' for styles)
                 problems.append(f"style {value[:60]!r} on {where(element)}")
-            # The page's own: the search box's autofocus, and the What if… panel's buttons posting its
-            # fields to a same-origin path of ours (a script URL is caught above with the other URLs).
+            # The page's own: the search box's autofocus, and the What if… panel's buttons and the list's
+            # "Compare the two ticked" posting their form's fields to a same-origin path of ours (a script
+            # URL is caught above with the other URLs).
             if name in ("srcdoc", "formaction", "autofocus") and not (
                     name == "autofocus" and element.tag == "input" and element.get("name") == "q") and not (
                     name == "formaction" and element.tag == "button"
-                    and (element.get("id") or "").startswith("what-if-")
+                    and (element.get("id") or "").startswith(("what-if-", "compare-ticked"))
                     and value.startswith("/") and not value.startswith("//")):
                 problems.append(f"{name} on {where(element)}")
         if element.tag == "script" and not (element.get("src") or "").startswith("/static/"):
