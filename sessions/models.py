@@ -38,6 +38,7 @@ class EventType(models.TextChoices):
     NOTE_EDITED = "NOTE_EDITED"
     NOTE_DELETED = "NOTE_DELETED"
     TAGS_CHANGED = "TAGS_CHANGED"
+    REVIEW_ADDED = "REVIEW_ADDED"
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ class Session(models.Model):
             # The sessions list sorts by these within a project.
             models.Index(fields=["project", "-last_activity_at"], name="session_project_activity"),
             models.Index(fields=["project", "-raw_tokens"], name="session_project_tokens"),
+            # A review queue hands out its sessions oldest first (sessions/store/review_queues.py next_in_queue).
+            models.Index(fields=["project", "created_at"], name="session_project_created"),
         ]
 
     def __str__(self):
@@ -486,6 +489,93 @@ class Note(models.Model):
     def __str__(self):
         where = f"#{self.seq}" if self.seq else "session"
         return f"note on {where} by {self.author}"
+
+
+class Verdict(models.TextChoices):
+    OK = "ok"
+    PROBLEM = "problem"
+    UNSURE = "unsure"
+
+
+class ReviewQueue(models.Model):
+    """A saved filter of the sessions list whose sessions people review one after another: whatever
+    matches it now, sessions stored since it was made included, is handed out oldest first, each to one
+    reviewer at a time (sessions/store/review_queues.py)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="review_queues")
+    name = models.CharField(max_length=100)
+    # The sessions list's query string (`meta=reward<1&tag=refund`), read by the list's own form.
+    filter = models.TextField(blank=True, default="")
+    labels = models.JSONField(default=list, blank=True)  # the labels a review in this queue may carry
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="review_queue_name_unique_per_project"),
+        ]
+        ordering = ["project", "name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Review(models.Model):
+    """A person's (or an application's) judgement of a session: a verdict, labels, a score, a comment,
+    the messages it is about. For people, like a note: never part of the raw log or the model input."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="reviews")
+    queue = models.ForeignKey(ReviewQueue, on_delete=models.SET_NULL, null=True, blank=True, related_name="reviews")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+")
+    reviewer = models.CharField(max_length=200)  # as events name who: user:<username>, api:<key name>
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    labels = models.JSONField(default=list, blank=True)
+    score = models.PositiveSmallIntegerField(null=True, blank=True)  # 1-5
+    comment = models.TextField(blank=True, default="")
+    seqs = models.JSONField(default=list, blank=True)  # the messages it is about, in seq order
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(score__isnull=True) | Q(score__gte=1, score__lte=5),
+                                   name="review_score_1_to_5"),
+        ]
+        indexes = [
+            # A session's reviews, newest first: the latest one's verdict is the list's column and filter.
+            models.Index(fields=["session", "-created_at"], name="review_session_latest"),
+            # Whether a queue's session has a review from it (next_in_queue, the progress, the CSV).
+            models.Index(fields=["queue", "session"], name="review_queue_session"),
+        ]
+        ordering = ["session", "created_at", "pk"]
+
+    def __str__(self):
+        return f"{self.verdict} review of {self.session_id} by {self.reviewer}"
+
+
+class ReviewClaim(models.Model):
+    """A session of a queue handed to one reviewer until `until`, so that two reviewers do not read the
+    same one. One claim per session and queue (the constraint two reviewers race on); an expired one is
+    taken over by the next reviewer, and a review from its holder ends it."""
+
+    queue = models.ForeignKey(ReviewQueue, on_delete=models.CASCADE, related_name="claims")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    holder = models.CharField(max_length=64)  # "user:<id>" | "key:<id>"
+    reviewer = models.CharField(max_length=200)  # the holder as reviews name them
+    until = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "session"], name="review_claim_one_per_queue_session"),
+        ]
+        indexes = [
+            # A reviewer's own claim in a queue, given back by their next "next".
+            models.Index(fields=["queue", "holder"], name="review_claim_holder"),
+        ]
+
+    def __str__(self):
+        return f"claim on {self.session_id} in {self.queue_id} by {self.reviewer}"
 
 
 class AuthFailure(models.Model):

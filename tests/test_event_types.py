@@ -30,6 +30,7 @@ from sessions.store.event_types import (
 )
 from sessions.store.events import event_data, parse_event_data, record
 from sessions.store.notes import add_note, delete_note, edit_note, set_tags
+from sessions.store.reviews import add_review
 from tests.builders import assistant, call, tool, user
 
 pytestmark = pytest.mark.django_db
@@ -148,6 +149,7 @@ def realistic_session(project, alice, monkeypatch) -> Session:
     add_note(fresh(session), alice, "VIP customer.")
     set_tags(fresh(session), alice, ["booking", "rail"])
     set_tags(fresh(session), alice, ["booking"])
+    add_review(fresh(session), alice, "problem", ["wrong-tool"], 2, "Called the tool twice.", [2])
     return fresh(session)
 
 

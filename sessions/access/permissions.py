@@ -5,7 +5,17 @@ object the role may not change is a 403."""
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from sessions.models import ApiKey, Checkpoint, Event, ImportJob, Membership, Message, Project, Session
+from sessions.models import (
+    ApiKey,
+    Checkpoint,
+    Event,
+    ImportJob,
+    Membership,
+    Message,
+    Project,
+    ReviewQueue,
+    Session,
+)
 
 Role = Membership.Role
 RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.ADMIN: 3}
@@ -14,10 +24,12 @@ RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.ADMIN: 3}
 ACTIONS = {
     "view": Role.VIEWER,
     "annotate": Role.VIEWER,
+    "review": Role.VIEWER,  # record reviews, take sessions from review queues
     "export": Role.VIEWER,
     "compact": Role.EDITOR,
     "edit_messages": Role.EDITOR,
     "import": Role.EDITOR,
+    "manage_queues": Role.EDITOR,  # create review queues
     "manage_keys": Role.ADMIN,
     "manage_members": Role.ADMIN,
 }
@@ -143,6 +155,11 @@ def get_api_key_for(user, key_id: int, action: str = "manage_keys") -> ApiKey:
 def get_import_job_for(user, job_id: int, action: str = "import") -> ImportJob:
     """An import job, for the members of its project who may import (its file and result included)."""
     return _in_project_for(user, ImportJob, job_id, action, "import")
+
+
+def get_queue_for(user, queue_id: int, action: str = "review") -> ReviewQueue:
+    """A review queue, for the members of its project whose role allows `action`."""
+    return _in_project_for(user, ReviewQueue, queue_id, action, "review queue")
 
 
 def manages_keys(user) -> bool:

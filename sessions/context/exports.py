@@ -1,7 +1,8 @@
 """Exports of one session: lossless JSON (its messages can be appended as they are to
 re-create the raw log), JSON Lines, and a readable Markdown transcript, and the download that carries
 each, the same for the API and the dashboard. Every format also carries what support staff added: the
-session's tags and its notes (on the session and on messages, with author and time)."""
+session's tags, its notes (on the session and on messages, with author and time) and its reviews
+(verdict, labels, score, comment, the messages they are about, reviewer, queue and time)."""
 
 import json
 import re
@@ -12,9 +13,17 @@ from django.http import StreamingHttpResponse
 
 from sessions.db.message_sizes import pages, sizes
 from sessions.errors import NotFound
-from sessions.models import Checkpoint, Message, Note, Session
+from sessions.models import Checkpoint, Message, Note, Review, Session
 from sessions.store.notes import session_notes, tag_names
-from sessions.wire.ctxweb import CheckpointRecord, MessageRecord, NoteRecord, SessionRecord, is_data_url
+from sessions.store.reviews import session_reviews
+from sessions.wire.ctxweb import (
+    CheckpointRecord,
+    MessageRecord,
+    NoteRecord,
+    ReviewRecord,
+    SessionRecord,
+    is_data_url,
+)
 from sessions.wire.parts import pretty_arguments
 
 EXPORT_FORMAT = "ctxweb-session"
@@ -49,6 +58,15 @@ def notes(session: Session) -> list[Note]:
     return list(session_notes(session))
 
 
+def review_record(review: Review) -> dict:
+    return ReviewRecord.model_validate(review).model_dump(mode="json")
+
+
+def reviews(session: Session) -> list[Review]:
+    """The session's reviews, oldest first, with their queues (few next to the messages: read at once)."""
+    return list(session_reviews(session))
+
+
 def iter_messages(session: Session, batch: int = BATCH, batch_chars: int | None = None) -> Iterator[Message]:
     """Every stored message in seq order, read in pages bounded by stored characters: the sizes of the
     next `batch` messages are read first (from the database, one pass), then the messages a page at a
@@ -77,6 +95,7 @@ def export_json(session: Session) -> dict:
         "checkpoints": [checkpoint_record(c) for c in checkpoints(session)],
         "tags": tag_names(session),
         "notes": [note_record(n) for n in notes(session)],
+        "reviews": [review_record(r) for r in reviews(session)],
     }
 
 
@@ -97,7 +116,8 @@ def export_json_chunks(session: Session) -> Iterator[str]:
     for checkpoint in session.checkpoints.order_by("last_seq").iterator(chunk_size=100):
         yield separator + dumps(checkpoint_record(checkpoint))
         separator = ", "
-    yield '], "tags": ' + dumps(tag_names(session)) + ', "notes": ' + dumps([note_record(n) for n in notes(session)]) + "}"
+    yield ('], "tags": ' + dumps(tag_names(session)) + ', "notes": ' + dumps([note_record(n) for n in notes(session)])
+           + ', "reviews": ' + dumps([review_record(r) for r in reviews(session)]) + "}")
 
 
 def export_jsonl(session: Session) -> Iterator[str]:
@@ -112,6 +132,8 @@ def export_jsonl(session: Session) -> Iterator[str]:
         yield line("checkpoint", checkpoint_record(checkpoint))
     for note in notes(session):
         yield line("note", note_record(note))
+    for review in reviews(session):
+        yield line("review", review_record(review))
 
 
 # The Markdown transcript is built so that nothing a client or a person wrote can change its structure
@@ -187,6 +209,22 @@ def _markdown_note(note: Note) -> str:
             f"{_quoted(_fence(note.text))}\n\n")
 
 
+def _markdown_review(review: Review) -> str:
+    """A review as a quote: its verdict, who and when, score, labels, messages and queue on one line of
+    ours (each of their texts inline code), then its comment fenced."""
+    facts = [f"**Review** {_code(review.verdict)} by {_code(review.reviewer)} · {review.created_at:%Y-%m-%d %H:%M} UTC"]
+    if review.score is not None:
+        facts.append(f"score {review.score}/5")
+    if review.labels:
+        facts.append("labels " + ", ".join(_code(label) for label in review.labels))
+    if review.seqs:
+        facts.append("about " + ", ".join(f"#{seq}" for seq in review.seqs))
+    if review.queue_id:
+        facts.append(f"queue {_code(review.queue.name)}")
+    comment = f">\n{_quoted(_fence(review.comment))}\n" if review.comment else ""
+    return "> " + " · ".join(facts) + "\n" + comment + "\n"
+
+
 def export_markdown(session: Session) -> Iterator[str]:
     title = session.title or session.key
     yield (f"# {_inline(title)}\n\nSession {_code(session.key)} · {session.message_count} messages · "
@@ -200,6 +238,9 @@ def export_markdown(session: Session) -> Iterator[str]:
         (on_messages.setdefault(note.seq, []) if note.seq else on_session).append(note)
     if on_session:
         yield "## Notes on the session\n\n" + "".join(_markdown_note(n) for n in on_session)
+    reviewed = reviews(session)
+    if reviewed:
+        yield "## Reviews\n\n" + "".join(_markdown_review(r) for r in reviewed)
     if session.instructions:
         yield f"**Instructions (current):**\n\n{_fence(session.instructions)}\n\n"
     ends = {c.last_seq: c for c in checkpoints(session)}

@@ -2,9 +2,15 @@
 The ORM can only search the metadata as one serialized JSON text (Cast to text, icontains), which matches
 its keys and its punctuation too: `"` found every session with metadata. Each database walks the JSON
 itself here (SQLite's json_tree, PostgreSQL's jsonpath `$.**`) and compares the scalar values alone;
-tests/dashboard/test_search_totals.py holds it against a walk of the same metadata in Python."""
+tests/dashboard/test_search_totals.py holds it against a walk of the same metadata in Python.
+
+And a metadata value compared with a number (the list's `meta=reward<1`), true only where the value is a
+JSON number: the ORM's `metadata__reward__lt=1` compares jsonb values on PostgreSQL, where every string,
+and null, sorts below every number, and SQL values on SQLite, where every string sorts above them, so
+`"0.5"` and null would match on one database and not on the other."""
 
 from django.db import connection
+from django.db.models import BooleanField, F, Func
 from django.db.models.expressions import RawSQL
 
 from sessions.db.message_search import like_pattern
@@ -29,3 +35,38 @@ def sessions_with_metadata_value(text: str, project_ids: list[int]) -> RawSQL:
                "AND LOWER(CASE t.\"type\" WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
                "ELSE CAST(t.\"atom\" AS TEXT) END) LIKE %s ESCAPE '\\'")
     return RawSQL(sql, [*project_ids, pattern])
+
+
+COMPARISONS = ("<", "<=", ">", ">=")
+
+
+class MetadataComparison(Func):
+    """Whether the value at `path` in a session's metadata is a JSON number and stands in `op` (one of
+    COMPARISONS) to `number`. A boolean expression: `sessions.filter(MetadataComparison(...))`. On
+    PostgreSQL both sides are compared as numeric, which holds any JSON number (a double precision cast
+    fails on 1e400)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, path: tuple[str, ...], op: str, number: int | float):
+        if op not in COMPARISONS:
+            raise ValueError(f"not a comparison: {op!r}")
+        super().__init__(F("metadata"))
+        self.path, self.op, self.number = tuple(path), op, number
+
+    def as_sqlite(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        path = "$" + "".join(f'."{part}"' for part in self.path)
+        sql = (f"(json_type({column}, %s) IN ('integer', 'real') "
+               f"AND json_extract({column}, %s) {self.op} %s)")
+        return sql, [*params, path, *params, path, self.number]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        path = list(self.path)
+        sql = (f"(CASE WHEN jsonb_typeof({column} #> %s) = 'number' "
+               f"THEN ({column} #>> %s)::numeric {self.op} %s::numeric ELSE false END)")
+        return sql, [*params, path, *params, path, repr(self.number)]
+
+    def as_sql(self, compiler, connection, **extra):
+        raise NotImplementedError(f"metadata comparisons are written for SQLite and PostgreSQL, not {connection.vendor}")

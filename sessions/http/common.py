@@ -32,6 +32,8 @@ def session_links(key: str = "$request.path.key") -> dict:
         "ListEvents": link("list_events", key=key),
         "ListRequests": link("list_requests", key=key),
         "Export": link("export", key=key),
+        "ListReviews": link("list_reviews", key=key),
+        "AddReview": link("add_review", key=key),
         "Trace": link("trace", key=key, q=key),  # where the session's own key turns up in it
         "CompareWithItself": link("compare", a=key, b=key),  # with another key, against another session
     }

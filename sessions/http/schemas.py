@@ -3,11 +3,12 @@ bodies and field types it takes from ctxweb's own wire shape (sessions.wire.ctxw
 API's modules find every shape of the API in one place. Event shapes come from sessions.store.events."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BaseModel
+from pydantic import BaseModel, StrictInt, StrictStr
 
+from sessions.store import review_queues, reviews
 from sessions.store.events import EventOut
 from sessions.wire.ctxweb import (  # noqa: F401  (re-exported: the API's request bodies and field types)
     DATA_URL_RE,
@@ -429,6 +430,117 @@ class RequestOut(Schema):
         "a compaction of the session had not finished when the request was built: the model input is the "
         "current one, not yet compacted"))
     event_id: int
+
+
+# --- reviews -------------------------------------------------------------------------------------
+
+VerdictName = Literal["ok", "problem", "unsure"]
+Label = Annotated[StrictStr, Field(min_length=1, max_length=reviews.MAX_LABEL)]
+
+
+class ReviewIn(Strict):
+    verdict: VerdictName
+    labels: list[Label] = Field(default_factory=list, max_length=reviews.MAX_LABELS, description=(
+        "in a queue, each one of the queue's labels"))
+    score: Annotated[StrictInt, Field(ge=1, le=5)] | None = Field(None, description="1 (bad) to 5 (good)")
+    comment: Annotated[StrictStr, Field(max_length=reviews.MAX_COMMENT)] = ""
+    seqs: list[Annotated[StrictInt, Field(ge=1, le=2_000_000_000)]] = Field(
+        default_factory=list, max_length=reviews.MAX_SEQS, description="the messages it is about, by seq")
+    queue_id: Annotated[StrictInt, Field(ge=1, le=9_000_000_000_000_000_000)] | None = Field(None, description=(
+        "the review queue it is made in (POST /queues/{queue_id}/next handed the session out): its labels "
+        "apply, and the key's claim on the session ends"))
+
+
+class ReviewOut(Schema):
+    id: int
+    session: str = Field(description="the session's key")
+    queue_id: int | None = Field(description="the review queue it was made in; null outside a queue")
+    verdict: VerdictName
+    labels: list[str]
+    score: int | None
+    comment: str
+    seqs: list[int] = Field(description="the messages it is about")
+    reviewer: str = Field(description="user:<username> for a person, api:<key name> for an API key")
+    created_at: datetime
+
+    @staticmethod
+    def resolve_session(review) -> str:
+        return review.session.key
+
+
+class ReviewListOut(Schema):
+    items: list[ReviewOut] = Field(description="oldest first")
+
+
+class QueueIn(Strict):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=review_queues.MAX_NAME)]
+    filter: Annotated[StrictStr, Field(max_length=review_queues.MAX_FILTER)] = Field("", description=(
+        "the dashboard sessions list's query string: q, tag, has_checkpoints, failed, lost_facts, from, to, "
+        "source (requests, import, api), reviewed (yes, no), verdict (the latest review's), meta (key, "
+        "key:value, or key<number with <, <=, >, >=), e.g. meta=reward<1&reviewed=no; empty: every session"))
+    labels: list[Label] = Field(default_factory=list, max_length=review_queues.MAX_QUEUE_LABELS,
+                                description="the labels its reviews may carry")
+
+
+class QueueOut(Schema):
+    id: int
+    name: str
+    filter: str = Field(description="the sessions list's query string whose sessions it holds")
+    labels: list[str]
+    created_by: str | None = Field(description="the username of the person who made it; null when made with an API key")
+    created_at: datetime
+
+    @staticmethod
+    def resolve_created_by(queue) -> str | None:
+        return queue.created_by.get_username() if queue.created_by_id else None
+
+
+class QueueListOut(Schema):
+    items: list[QueueOut] = Field(description="by name")
+
+
+class VerdictCountsOut(Schema):
+    ok: int
+    problem: int
+    unsure: int
+
+
+class ReviewerCountOut(Schema):
+    reviewer: str
+    reviews: int
+
+
+class QueueProgressOut(Schema):
+    """sessions.store.review_queues.QueueProgress."""
+
+    matching: int = Field(description="sessions its filter matches now")
+    reviewed: int = Field(description="of those, sessions with a review from the queue")
+    remaining: int = Field(description="matching sessions without a review from the queue")
+    claimed: int = Field(description="of the remaining, sessions a reviewer holds now")
+    reviews: int = Field(description="reviews made in the queue")
+    by_verdict: VerdictCountsOut = Field(description="the queue's reviews by verdict")
+    by_reviewer: list[ReviewerCountOut] = Field(description="the queue's reviews by reviewer, most first")
+
+    @staticmethod
+    def resolve_by_reviewer(progress) -> list[dict]:
+        return [{"reviewer": name, "reviews": count} for name, count in progress.by_reviewer]
+
+
+class QueueDetailOut(QueueOut):
+    progress: QueueProgressOut
+
+    @staticmethod
+    def resolve_progress(queue):
+        return review_queues.queue_progress(queue)
+
+
+class QueueNextOut(Schema):
+    queue_id: int
+    session: SessionOut | None = Field(description=(
+        "the session to review next, claimed for this API key until claimed_until (another key or person "
+        "asking meanwhile gets another); null when every matching session has a review from the queue or is "
+        "held by someone else"))
+    claimed_until: datetime | None = Field(description="when the claim ends unless a review from this key ends it first")
 
 
 # --- recorded requests ---------------------------------------------------------------------------

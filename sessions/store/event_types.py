@@ -317,11 +317,26 @@ class TagsChanged(EventData):
     removed: list[str]
 
 
+# --- reviews -------------------------------------------------------------------------------------
+
+
+class ReviewAdded(EventData):
+    type = EventType.REVIEW_ADDED
+
+    review_id: int
+    queue_id: int | None = Field(description="the review queue it was made in; none outside a queue")
+    verdict: Literal["ok", "problem", "unsure"]
+    labels: list[str]
+    score: int | None = Field(description="1-5; none when not given")
+    seqs: list[int] = Field(description="the messages it is about")
+    comment: str = Field(description="the comment's first 200 characters")
+
+
 EVENT_DATA: dict[str, type[EventData]] = {
     model.type: model
     for model in (
         SessionCreated, SessionUpdated, MessagesAppended, MessageUpdated,
         CompactionStarted, CompactionCompleted, CompactionSkipped, CompactionFailed,
-        RequestBuilt, NoteAdded, NoteEdited, NoteDeleted, TagsChanged,
+        RequestBuilt, NoteAdded, NoteEdited, NoteDeleted, TagsChanged, ReviewAdded,
     )
 }

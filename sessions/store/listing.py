@@ -5,10 +5,12 @@ thing in both (sessions.store.search.sessions_matching)."""
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Coalesce
 
-from sessions.models import Checkpoint, Session
+from sessions.db.sessions import MetadataComparison
+from sessions.models import Checkpoint, Review, Session
 from sessions.store.search import sessions_matching
 
 SORTS = {
@@ -19,16 +21,21 @@ SORTS = {
 }
 # `sort=meta:<key>`: by a metadata value, highest first, sessions without it last.
 META_SORT = "meta:"
+# `source=`: where a session's raw log comes from, as the API's SessionOut.source names it.
+SOURCES = {"requests": "rebuilt from recorded requests", "import": "imported transcripts",
+           "api": "written through the API"}
 
 
 @dataclass(frozen=True)
 class MetadataFilter:
-    """`meta=key` (the session's metadata has the key) or `meta=key:value` (its value is `value`: the JSON
-    value it spells, `1`, `0.5`, `true`, or else the text). A key is a path: `info.task.user_id`."""
+    """`meta=key` (the session's metadata has the key), `meta=key:value` (its value is `value`: the JSON
+    value it spells, `1`, `0.5`, `true`, or else the text) or `meta=key<value` (`op` <, <=, > or >=: its
+    value is a JSON number that compares so with the number `value`). A key is a path: `info.task.user_id`."""
 
     path: tuple[str, ...]
     value: object = None
     text: str | None = None  # None: any value, the key only has to be present
+    op: str = "="
 
 
 def metadata_value(path: tuple[str, ...]) -> KeyTransform:
@@ -53,15 +60,34 @@ class SessionFilters:
     sort: str = "activity"
     meta: tuple[MetadataFilter, ...] = ()
     column: tuple[str, ...] = ()  # a metadata key shown as a column of its own (`meta_column`)
+    source: str = ""  # one of SOURCES
+    reviewed: bool | None = None  # has a review (True), has none (False), either (None)
+    verdict: str = ""  # its latest review's verdict
 
 
-def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags: bool = False) -> QuerySet:
+def latest_verdict() -> Subquery:
+    """The verdict of a session's latest review (None when it has none), through the (session, -created_at)
+    index."""
+    return Subquery(Review.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-pk").values("verdict")[:1])
+
+
+def review_count() -> Coalesce:
+    return Coalesce(Subquery(Review.objects.filter(session=OuterRef("pk")).order_by().values("session")
+                             .annotate(count=Count("pk")).values("count")), 0)
+
+
+def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags: bool = False,
+                  with_reviews: bool = False) -> QuerySet:
     """The sessions of `project_ids` that `filters` keeps, in the order it asks (newest activity first by
-    default), with their project; `with_tags` fetches their tags too (one more query per page)."""
+    default), with their project; `with_tags` fetches their tags too (one more query per page);
+    `with_reviews` gives each its latest review's verdict (`review_verdict`, None when it has no review)
+    and how many reviews it has (`review_count`), in the same query."""
     # A session still being stored by a streamed import is not shown until it is whole.
     sessions = Session.objects.filter(project_id__in=project_ids, being_imported=False).select_related("project")
     if with_tags:
         sessions = sessions.prefetch_related("tags")
+    if with_reviews:
+        sessions = sessions.annotate(review_verdict=latest_verdict(), review_count=review_count())
     if filters.project:
         sessions = sessions.filter(project__name=filters.project)
     sessions = sessions_matching(sessions, filters.q, project_ids)
@@ -80,7 +106,21 @@ def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags:
         sessions = sessions.filter(last_activity_at__gte=filters.since)
     if filters.until:
         sessions = sessions.filter(last_activity_at__lte=filters.until)
+    if filters.source == "requests":
+        sessions = sessions.filter(request_count__gt=0)
+    elif filters.source == "import":
+        sessions = sessions.filter(request_count=0).exclude(import_source="")
+    elif filters.source == "api":
+        sessions = sessions.filter(request_count=0, import_source="")
+    if filters.reviewed is not None:
+        reviewed = Exists(Review.objects.filter(session=OuterRef("pk")))
+        sessions = sessions.filter(reviewed if filters.reviewed else ~reviewed)
+    if filters.verdict:
+        sessions = sessions.alias(verdict_filter=latest_verdict()).filter(verdict_filter=filters.verdict)
     for number, wanted in enumerate(filters.meta):
+        if wanted.op != "=":
+            sessions = sessions.filter(MetadataComparison(wanted.path, wanted.op, wanted.value))
+            continue
         name = f"meta_filter_{number}"
         sessions = sessions.alias(**{name: metadata_value(wanted.path)})
         if wanted.text is None:

@@ -1,9 +1,9 @@
 """Search across transcripts, down to the message (or the sessions that hold one): PostgreSQL full-text
 search (GIN index) on PostgreSQL, FTS5 on SQLite, behind one function (its SQL is in
 sessions/db/message_search.py). Ranking puts messages that contain the exact phrase first, equal ranks in
-session then seq order; highlighting escapes the text before it marks the terms. Notes support staff wrote
-are searched too, by substring (see search_notes), and the search page shows a page of note and message
-hits grouped by session."""
+session then seq order; highlighting escapes the text before it marks the terms. Notes support staff wrote,
+and the comments of reviews, are searched too, by substring (see search_notes, search_reviews), and the
+search page shows a page of note, review and message hits grouped by session."""
 
 import re
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ from sessions.db import message_search
 from sessions.db.message_search import TextQuery
 from sessions.db.message_sizes import PAGE_DEFERRED
 from sessions.db.sessions import sessions_with_metadata_value
-from sessions.models import Message, Note, Session
+from sessions.models import Message, Note, Review, Session
 from sessions.wire.grams import UNSPACED, pairs, split_query
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -71,6 +71,23 @@ class NoteHit:
 
 
 @dataclass
+class ReviewHit:
+    """A review whose comment holds the words; `seq` is the first message it is about (None: the session)."""
+
+    review: Review
+    snippet: SafeString
+    kind = "review"
+
+    @property
+    def session(self) -> Session:
+        return self.review.session
+
+    @property
+    def seq(self) -> int | None:
+        return self.review.seqs[0] if self.review.seqs else None
+
+
+@dataclass
 class SessionHits:
     """One session's hits on a page of results, best first."""
 
@@ -84,7 +101,7 @@ class SearchPage:
     number: int
     has_next: bool
     hit_count: int  # hits on this page
-    total: int = 0  # hits of every page: notes, then messages counted to MAX_COUNTED + 1 at the most
+    total: int = 0  # hits of every page: notes and reviews, then messages counted to MAX_COUNTED + 1 at the most
 
     @property
     def total_is_more(self) -> bool:
@@ -126,9 +143,9 @@ def _sessions_with_text(query: str, project_ids: list[int]) -> Expression | None
 
 def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
     """Those of `sessions` (of the projects `project_ids`) that `query` finds: its text in the key, the
-    title or a value of the metadata (any case), a tag named `query`, its words in a message's text (full-text) or
-    in a note's text (any case). This is what `q` means in the sessions list, of the API and of the
-    dashboard alike. One query: the tag, note and full-text parts are subqueries."""
+    title or a value of the metadata (any case), a tag named `query`, its words in a message's text (full-text),
+    in a note's text or in a review's comment (any case). This is what `q` means in the sessions list, of the
+    API and of the dashboard alike. One query: the tag, note, review and full-text parts are subqueries."""
     query = query.strip()
     if not query:
         return sessions
@@ -141,6 +158,8 @@ def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) ->
     if with_text is not None:
         found |= Q(pk__in=with_text)
         found |= Q(pk__in=notes_matching(Note.objects.filter(session__project_id__in=project_ids), query)
+                   .values("session_id"))
+        found |= Q(pk__in=reviews_matching(Review.objects.filter(session__project_id__in=project_ids), query)
                    .values("session_id"))
     return sessions.filter(found)
 
@@ -234,15 +253,20 @@ def _words(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in STOP_WORDS] or terms
 
 
-def notes_matching(notes: QuerySet, query: str) -> QuerySet:
-    """Those of `notes` whose text holds every word of `query`, any case. A substring match without an
-    index: notes are short and few next to messages, and each search reads only its projects' notes."""
+def holding_words(rows: QuerySet, field: str, query: str) -> QuerySet:
+    """Those of `rows` whose `field` holds every word of `query`, any case. A substring match without an
+    index: notes and reviews are short and few next to messages, and each search reads only its projects'."""
     terms = terms_of(query)
     if not terms:
-        return notes.none()
+        return rows.none()
     for word in _words(terms):
-        notes = notes.filter(text__icontains=word)
-    return notes
+        rows = rows.filter(**{f"{field}__icontains": word})
+    return rows
+
+
+def notes_matching(notes: QuerySet, query: str) -> QuerySet:
+    """Those of `notes` whose text holds every word of `query`, any case."""
+    return holding_words(notes, "text", query)
 
 
 def _notes_found(query: str, filters: SearchFilters) -> QuerySet:
@@ -272,22 +296,58 @@ def search_notes(query: str, filters: SearchFilters, limit: int = PAGE, offset: 
     return [NoteHit(note, highlight(note.text, query, terms)) for note in notes]
 
 
+def reviews_matching(reviews: QuerySet, query: str) -> QuerySet:
+    """Those of `reviews` whose comment holds every word of `query`, any case."""
+    return holding_words(reviews, "comment", query)
+
+
+def _reviews_found(query: str, filters: SearchFilters) -> QuerySet:
+    reviews = Review.objects.filter(session__project_id__in=filters.project_ids, session__being_imported=False)
+    if filters.role:
+        # A review is about the session (and maybe some of its messages), as a note on the session is:
+        # a search for one role's messages leaves reviews out.
+        return reviews.none()
+    if filters.since:
+        reviews = reviews.filter(created_at__gte=filters.since)
+    if filters.until:
+        reviews = reviews.filter(created_at__lte=filters.until)
+    if filters.has_checkpoint:
+        reviews = reviews.filter(session__checkpoint_count__gt=0)
+    return reviews_matching(reviews, query)
+
+
+def search_reviews(query: str, filters: SearchFilters, limit: int = PAGE, offset: int = 0) -> list[ReviewHit]:
+    """Reviews whose comment holds every word of `query` in the projects of `filters`, in session then
+    time order, with the words highlighted."""
+    query = (query or "").strip()[:200]
+    terms = terms_of(query)
+    if not terms or not filters.project_ids:
+        return []
+    reviews = (_reviews_found(query, filters).select_related("session__project", "author", "queue")
+               .order_by("session_id", "created_at", "pk")[offset:offset + limit])
+    return [ReviewHit(review, highlight(review.comment, query, terms)) for review in reviews]
+
+
 def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PAGE) -> SearchPage:
     """One page of what `query` finds, grouped by session: the notes that hold it first (what colleagues
-    wrote about a case), then the messages, best first. A session's group stands where its first hit
-    on the page does."""
+    wrote about a case), then the reviews' comments, then the messages, best first. A session's group
+    stands where its first hit on the page does."""
     query = (query or "").strip()[:200]
     page = max(1, page)
     start = (page - 1) * per_page
     if not terms_of(query) or not filters.project_ids:
         return SearchPage([], page, False, 0)
     note_total = _notes_found(query, filters).count()
+    review_total = _reviews_found(query, filters).count()
     wanted = per_page + 1  # one more tells whether there is a next page
     hits: list = []
     if start < note_total:
         hits += search_notes(query, filters, limit=wanted, offset=start)
+    if len(hits) < wanted and start < note_total + review_total:
+        hits += search_reviews(query, filters, limit=wanted - len(hits), offset=max(0, start - note_total))
     if len(hits) < wanted:
-        hits += search_messages(query, filters, limit=wanted - len(hits), offset=max(0, start - note_total))
+        hits += search_messages(query, filters, limit=wanted - len(hits),
+                                offset=max(0, start - note_total - review_total))
     has_next = len(hits) > per_page
     hits = hits[:per_page]
     groups: dict[int, SessionHits] = {}
@@ -296,7 +356,7 @@ def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PA
     if not has_next and (page == 1 or hits):  # the last page: what came before it, and it, are all there are
         total = start + len(hits)
     else:
-        total = note_total + message_search.count_matching(
+        total = note_total + review_total + message_search.count_matching(
             text_query(query), MAX_COUNTED, project_ids=filters.project_ids, role=filters.role,
             since=filters.since, until=filters.until, has_checkpoint=filters.has_checkpoint)
     return SearchPage(list(groups.values()), page, has_next, len(hits), total)

@@ -1,8 +1,9 @@
 """ctxweb's own shape of what clients send and what exports write: the field types with the storage rules
 of every text and JSON value a client sends, a message and its parts and tool calls, the session fields a
 client sets, the request bodies of the HTTP API, and the records of an export (a session, its messages,
-checkpoints and notes in the shape the append endpoint takes back). Parsed through sessions.wire.validation
-by the API, the importers, the dashboard and the commands; sessions.http.schemas adds the responses."""
+checkpoints, notes and reviews in the shape the append endpoint takes back). Parsed through
+sessions.wire.validation by the API, the importers, the dashboard and the commands; sessions.http.schemas
+adds the responses."""
 
 import base64
 import binascii
@@ -468,6 +469,28 @@ class NoteRecord(Schema):
         return note.author.get_username() if note.author_id else ""
 
     @field_serializer("created_at", "updated_at", when_used="json")
+    def _iso(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+class ReviewRecord(Schema):
+    """A review in an export: its verdict, labels, score, comment and the messages it is about, who made
+    it and in which review queue (its name; null outside a queue)."""
+
+    verdict: str
+    labels: list[str]
+    score: int | None
+    comment: str
+    seqs: list[int]
+    reviewer: str
+    queue: str | None
+    created_at: datetime
+
+    @staticmethod
+    def resolve_queue(review) -> str | None:
+        return review.queue.name if review.queue_id else None
+
+    @field_serializer("created_at", when_used="json")
     def _iso(self, value: datetime) -> str:
         return value.isoformat()
 

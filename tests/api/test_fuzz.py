@@ -42,6 +42,8 @@ LABELS = [
     "GET /api/v1/sessions/{key}/export", "GET /api/v1/sessions/{key}/trace", "GET /api/v1/ping",
     "GET /api/v1/sessions/{key}/requests", "GET /api/v1/sessions/{key}/requests/{number}",
     "GET /api/v1/compare",
+    "GET /api/v1/sessions/{key}/reviews", "POST /api/v1/sessions/{key}/reviews", "GET /api/v1/queues",
+    "POST /api/v1/queues", "GET /api/v1/queues/{queue_id}", "POST /api/v1/queues/{queue_id}/next",
 ]
 SESSION_LABELS = [label for label in LABELS if "{key}" in label]
 MODES = [pytest.param(GenerationMode.POSITIVE, id="positive"), pytest.param(GenerationMode.NEGATIVE, id="negative")]

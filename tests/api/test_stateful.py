@@ -18,7 +18,7 @@ from schemathesis.generation.stateful.state_machine import StepInput
 
 from sessions.access.api_keys import create_api_key
 from sessions.ingest.recorded_requests import CapturedRequest, record_requests
-from sessions.models import Session
+from sessions.models import ReviewQueue, Session
 from tests.api.conftest import CONVERSATION
 from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests, rate_limits_off and wsgi_host are fixtures
     CHECKS,
@@ -55,9 +55,11 @@ def workflow(schema):
         responses: Counter = Counter()
 
         def setup(self):
-            """Each scenario starts with no sessions: a scenario is a function of the data Hypothesis draws
-            only if the API answers it the same way each time (and Hypothesis checks that it does)."""
+            """Each scenario starts with no sessions and no review queues: a scenario is a function of the
+            data Hypothesis draws only if the API answers it the same way each time (and Hypothesis checks
+            that it does)."""
             Session.objects.all().delete()
+            ReviewQueue.objects.all().delete()
 
         # The response goes to the bundle of its operation and status (schemathesis files every result by
         # matching it to a link), so the links of a successful append are followed from it; the bundle

@@ -1,9 +1,9 @@
 """ctxweb's own export (sessions.context.exports): the JSON document or its JSON Lines form. The messages are
 appended as they were exported (their ids make a second import store nothing), the session's title,
 metadata, instructions and compaction settings are set, and the checkpoints are recreated at the
-same places, so the round trip of the transcript is lossless. The tags and notes an export carries are
-people's annotations on the server it came from (a note's author may not exist here): they are read
-past, not restored."""
+same places, so the round trip of the transcript is lossless. The tags, notes and reviews an export
+carries are people's annotations on the server it came from (a note's author may not exist here): they
+are read past, not restored."""
 
 from sessions.context.exports import EXPORT_FORMAT
 from sessions.wire.parsed import (
@@ -41,7 +41,7 @@ def _from_lines(lines: list) -> dict:
             document["messages"].append(body)
         elif kind == "checkpoint":
             document["checkpoints"].append(body)
-        elif kind == "note":
+        elif kind in ("note", "review"):
             continue
         else:
             raise TranscriptError(f"line {number}: unknown entry type {kind!r}")
