@@ -1,6 +1,6 @@
 from django.urls import include, path, register_converter
 
-from sessions.dashboard import import_views, preferences, views
+from sessions.dashboard import import_views, preferences, review_views, views
 
 
 class SessionKeyConverter:
@@ -39,6 +39,7 @@ session_patterns = [
     path("notes/", views.note_add, name="note_add"),
     path("notes/<int:note_id>/", views.note_edit, name="note_edit"),
     path("tags/", views.tags_set, name="tags_set"),
+    path("reviews/", review_views.review_add, name="review_add"),
 ]
 
 urlpatterns = [
@@ -48,6 +49,10 @@ urlpatterns = [
     path("search/", views.search, name="search"),
     path("compare/", views.compare_page, name="compare"),
     path("compare/ticked/", views.compare_ticked, name="compare_ticked"),
+    path("queues/", review_views.queue_list, name="queues"),
+    path("queues/<int:queue_id>/", review_views.queue_detail, name="queue"),
+    path("queues/<int:queue_id>/next/", review_views.queue_next, name="queue_next"),
+    path("queues/<int:queue_id>/reviews.csv", review_views.queue_csv, name="queue_csv"),
     path("preferences/panels/", preferences.panel_state, name="panel_state"),
     path("p/<slug:project>/members/", views.members, name="members"),
     path("api-keys/", views.api_keys, name="api_keys"),

@@ -27,6 +27,7 @@ from sessions.ingest.next_request import build_request
 from sessions.ingest.session_store import update_session
 from sessions.models import Checkpoint, Event, Message, Project, Session
 from sessions.store.notes import add_note, parse_tags, set_tags
+from sessions.store.reviews import add_review
 
 from .xss_corpus import PAYLOADS, pack
 
@@ -63,6 +64,7 @@ FIELDS = (
     "tool_arguments", "tool_arguments_json", "tool_result", "tool_result_part", "image_url", "summary",
     "agent_message", "hidden_message", "dropped_call_id", "orphan_result_id", "message_note",
     "session_note", "note_author", "request_message", "tag", "api_key_name", "member_username",
+    "review_comment",
 )
 
 
@@ -193,6 +195,8 @@ def _seed_group(project, author, number: int, indexes: list[int], image_base: st
         add_note(session, author, payload, _user_seq(session, index))
     add_note(session, author, joined)
     mark("message_note", "session_note")
+    add_review(session, author, "problem", comment=joined, seqs=[_user_seq(session, indexes[0])])
+    mark("review_comment")
     update_message(project, key, _user_seq(session, indexes[0]), {"attributes": {p: p for p in payloads}}, ACTOR)
     mark("attribute_patch")
     set_tags(session, author, [TAG, key])

@@ -43,6 +43,7 @@ from sessions.dashboard.inspection import (
 )
 from sessions.dashboard.preferences import open_panels
 from sessions.dashboard.request_timeline import request_diff, request_timeline
+from sessions.dashboard.review_views import review_panel
 from sessions.errors import DomainError
 from sessions.ingest.message_edits import update_message
 from sessions.ingest.next_request import sent_request
@@ -88,7 +89,7 @@ def session_url(session: Session, **params) -> str:
 def session_list(request: HttpRequest) -> HttpResponse:
     form = SessionListForm(request.GET)
     filters = form.filters()
-    sessions = find_sessions(access.project_ids_for(request.user), filters, with_tags=True)
+    sessions = find_sessions(access.project_ids_for(request.user), filters, with_tags=True, with_reviews=True)
     size = form.page_size()
     page = Paginator(sessions, size).get_page(request.GET.get("page"))
     rows = []
@@ -100,8 +101,14 @@ def session_list(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)
     unsorted = query.copy()
     unsorted.pop("sort", None)
+    kept = query.copy()
+    for name in ("project", "sort", "column", "size"):
+        kept.pop(name, None)
     context = {
         "taggable": access.project_ids_where(request.user, "annotate"),
+        "review_fields": [form[name] for name in ("source", "reviewed", "verdict")],
+        "can_make_queues": bool(access.project_ids_where(request.user, "manage_queues")),
+        "queue_filter": kept.urlencode(),
         "form": form,
         "page": page,
         "rows": rows,
@@ -152,6 +159,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     view = session_view(session, as_of=as_of, around=target if target is not None else as_of, basis=basis)
     events, more_events = newest_events(session)
     return render(request, "sessions/detail.html", {
+        **review_panel(request, session),
         "session_notes": session_notes(session),
         "tags": tag_names(session),
         "session": session,

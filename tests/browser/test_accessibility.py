@@ -13,6 +13,8 @@ from axe_playwright_python.base import AXE_SCRIPT
 
 from sessions.ingest.next_request import build_request
 from sessions.models import ImportJob, Session
+from sessions.store.review_queues import create_queue
+from sessions.store.reviews import add_review
 
 from .conftest import SCREENSHOTS, sign_in
 from .data import ACTOR, session_url
@@ -43,6 +45,9 @@ def site(live_server, users, demo, settings):
     job = ImportJob.objects.create(project=demo, user=users["admin"], file_name="chat.json", size=120,
                                    state="completed", bytes_read=120, sessions=1, messages=3)
     long_url, airline_url = session_url("", LONG), session_url("", AIRLINE)
+    queue = create_queue(demo, admin_user := users["admin"], "Checkpointed runs", "has_checkpoints=1", ["lost-fact"])
+    add_review(Session.objects.get(project=demo, key=AIRLINE), admin_user, "problem", ["lost-fact"], 2,
+               "The summary dropped the order number.", [4], queue=queue)
     pages = {
         "sessions list": "/",
         "sessions list, filtered": "/?q=airline&project=default",
@@ -55,6 +60,9 @@ def site(live_server, users, demo, settings):
         "recorded request diff": f"{session_url('', TRIMS)}recorded/4/",
         "search": "/search/?q=refund",
         "compare two conversations": f"/compare/?project=default&a={AIRLINE}&b={LONG}",
+        "compare two recorded requests": f"/compare/?project=default&a={TRIMS}&b={TRIMS}&a_request=2&b_request=6",
+        "review queues": "/queues/",
+        "a review queue": f"/queues/{queue.pk}/",
         "import page": "/import/",
         "import job": f"/import/{job.pk}/",
         "API keys": "/api-keys/",

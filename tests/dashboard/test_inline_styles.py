@@ -11,7 +11,7 @@ from .conftest import make_client, session_url
 from .dom import parse
 from .test_write_access import DASHBOARD, ROUTES, Read, World, Write
 
-NOT_HTML = {"session_export"}
+NOT_HTML = {"session_export", "queue_csv"}
 PAGES = [
     pytest.param(r, id=r.key) for r in DASHBOARD
     if r.key not in NOT_HTML and (isinstance(ROUTES.get(r.key), Read)

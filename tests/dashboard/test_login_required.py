@@ -36,6 +36,9 @@ def _pages(story, note, api_key, request_event):
         reverse("members", args=["default"]),
         "/import/",
         reverse("import_job", args=[ImportJob.objects.get().pk]),
+        reverse("queues"),
+        reverse("queue", args=[1]),
+        reverse("queue_csv", args=[1]),
     ]
 
 
@@ -50,6 +53,9 @@ def _actions(story, note, api_key):
         (reverse("tags_set", args=["default", s.key]), {"tags": "anonymous"}),
         (reverse("bulk_tags"), {"session": [str(s.pk)], "tag": "anonymous", "action": "add"}),
         (reverse("compare_ticked"), {"session": [str(s.pk), str(s.pk)]}),
+        (reverse("review_add", args=["default", s.key]), {"verdict": "problem"}),
+        (reverse("queues"), {"project": "default", "name": "anonymous queue"}),
+        (reverse("queue_next", args=[1]), {}),
         (reverse("api_keys"), {"project": "default", "name": "anonymous key"}),
         (reverse("api_key_revoke", args=[api_key.pk]), {}),
         (reverse("members", args=["default"]), {"username": "viewer", "role": "admin"}),

@@ -65,7 +65,8 @@ def test_a_row_shows_key_title_counts_tokens_checkpoints_and_last_activity(viewe
     assert f"{session.input_tokens} / 4000" in cells[4].text()
     assert session.input_tokens < session.raw_tokens
     assert cells[5].text().startswith("2")
-    time = cells[6].find("time")
+    assert cells[6].text().strip() == "—"  # no review yet (tests/dashboard/test_review_pages.py)
+    time = cells[7].find("time")
     assert time is not None and time.get("datetime") == session.last_activity_at.isoformat()
 
 

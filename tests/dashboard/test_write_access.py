@@ -30,6 +30,7 @@ from sessions.context.compaction_runs import request_compaction
 from sessions.ingest.next_request import build_request
 from sessions.models import AuthFailure, ImportJob, Membership, Project, RecordedRequest
 from sessions.store.notes import add_note
+from sessions.store.review_queues import create_queue
 from tests.conftest import IMMEDIATE_TASKS, seeded_for_module
 
 from .conftest import build_other_session, build_story, create_user, make_client
@@ -67,7 +68,10 @@ class World:
         self.other_session = other_session
         self.import_job = ImportJob.objects.create(project=project, file_name="stopped.jsonl", state="failed",
                                                    stored_name="default/stopped.upload", error="killed")
+        # A review queue of every session of the project (sessions/store/review_queues.py).
+        self.queue = create_queue(project, self.users[EDITOR], "everything", "", ["bad"])
         self.params = {
+            "queue_id": self.queue.pk,
             "project": project.name,
             "key": story.session.key,
             "checkpoint_id": story.first.pk,
@@ -171,6 +175,12 @@ ROUTES = {
     "session_export": Read(),
     "search": Read(query={"q": "taxi"}),
     "compare": Read(query={"project": "default", "a": "story", "b": "story"}),
+    "queues": Write(EDITOR, lambda w: [{"project": "default", "name": "crafted queue", "filter": "tag=x"}],
+                    post_only=False),
+    "queue": Read(),
+    "queue_csv": Read(),
+    "queue_next": Write(VIEWER, lambda w: [{}]),  # claims the queue's next session for the reviewer
+    "review_add": Write(VIEWER, lambda w: [{"verdict": "problem", "comment": "crafted", "seqs": "1"}]),
     "compare_ticked": Special("test_comparing_the_ticked_sessions_changes_nothing_and_needs_the_csrf_token"),
     "session_compact": Write(EDITOR, lambda w: [{"force": "1"}]),
     "session_what_if": Read(query={"keep_recent_tokens": "0", "force": "1"}),
