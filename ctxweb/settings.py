@@ -89,6 +89,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "sessions.access.middleware.ContentSecurityPolicy",
+    # Personal data masked for viewers and masked API keys, in every response body (inside the CSP and
+    # htmx middleware, which read only headers).
+    "sessions.access.middleware.PersonalDataMasking",
     # Innermost, so the page it renders has the user, messages and CSP nonce of any other page.
     "sessions.dashboard.error_pages.ProductNotFoundPage",  # the product's 404 page with DEBUG on too
 ]

@@ -39,6 +39,7 @@ class EventType(models.TextChoices):
     NOTE_DELETED = "NOTE_DELETED"
     TAGS_CHANGED = "TAGS_CHANGED"
     REVIEW_ADDED = "REVIEW_ADDED"
+    MASKING_REVEALED = "MASKING_REVEALED"
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class Project(models.Model):
     keep_recent_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     auto_compact = models.BooleanField(null=True, blank=True)
     summarizer = models.CharField(max_length=50, blank=True, default="")
+    # Personal data shown masked to viewers (sessions/access/masking_policy.py): {"enabled": bool,
+    # "patterns": [{"name", "pattern"}]}; empty: off.
+    masking = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -408,6 +412,9 @@ class ApiKey(models.Model):
     )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A key for people's tools rather than the application: where the project masks personal data, its
+    # answers are masked as a viewer's pages are (sessions/access/masking_policy.py).
+    masked = models.BooleanField(default=False)
     # Rate limits (sessions/access/rate_limits.py). Each token bucket is kept as the moment it is full again, in
     # seconds since the epoch, so one conditional UPDATE takes from both.
     requests_refilled_at = models.FloatField(default=0)
@@ -455,6 +462,23 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} is {self.role} of {self.project}"
+
+
+class MaskingReveal(models.Model):
+    """A session's personal data shown unmasked to one viewer, as an editor or admin chose (recorded as a
+    MASKING_REVEALED event on the session)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="masking_reveals")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    revealed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "user"], name="masking_reveal_once_per_viewer")]
+
+    def __str__(self):
+        return f"{self.session_id} revealed to {self.user_id}"
 
 
 class Tag(models.Model):

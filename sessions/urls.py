@@ -40,6 +40,7 @@ session_patterns = [
     path("notes/<int:note_id>/", views.note_edit, name="note_edit"),
     path("tags/", views.tags_set, name="tags_set"),
     path("reviews/", review_views.review_add, name="review_add"),
+    path("reveal/", review_views.reveal, name="reveal"),
 ]
 
 urlpatterns = [
@@ -55,6 +56,7 @@ urlpatterns = [
     path("queues/<int:queue_id>/reviews.csv", review_views.queue_csv, name="queue_csv"),
     path("preferences/panels/", preferences.panel_state, name="panel_state"),
     path("p/<slug:project>/members/", views.members, name="members"),
+    path("p/<slug:project>/settings/", review_views.project_settings, name="project_settings"),
     path("api-keys/", views.api_keys, name="api_keys"),
     path("api-keys/<int:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),
     path("import/", import_views.import_upload, name="import"),

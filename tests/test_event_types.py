@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from pydantic import ValidationError
 
+from sessions.access.members import set_member
 from sessions.context.checkpoints import create_imported_checkpoint
 from sessions.context.compaction_runs import compact
 from sessions.context.summarizers import SUMMARIZERS
@@ -30,6 +31,7 @@ from sessions.store.event_types import (
 )
 from sessions.store.events import event_data, parse_event_data, record
 from sessions.store.notes import add_note, delete_note, edit_note, set_tags
+from sessions.store.project_settings import reveal_to, set_masking
 from sessions.store.reviews import add_review
 from tests.builders import assistant, call, tool, user
 
@@ -150,6 +152,10 @@ def realistic_session(project, alice, monkeypatch) -> Session:
     set_tags(fresh(session), alice, ["booking", "rail"])
     set_tags(fresh(session), alice, ["booking"])
     add_review(fresh(session), alice, "problem", ["wrong-tool"], 2, "Called the tool twice.", [2])
+    viewer = get_user_model().objects.create_user("bob")
+    set_member(project, "bob", "viewer")
+    set_masking(project, {"enabled": True})
+    reveal_to(fresh(session), alice, viewer.username)
     return fresh(session)
 
 

@@ -36,14 +36,16 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create_api_key(project: Project, name: str, user=None) -> tuple[ApiKey, str]:
-    """A new key and its secret. The secret is returned here once and never stored."""
+def create_api_key(project: Project, name: str, user=None, *, masked: bool = False) -> tuple[ApiKey, str]:
+    """A new key and its secret. The secret is returned here once and never stored. A `masked` key is for
+    people's tools: where the project masks personal data, its answers are masked."""
     name = (name or "").strip()
     if not name or len(name) > 100:
         raise DomainError("An API key needs a name of 1-100 characters.", code="invalid_field")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.create(
-        project=project, name=name, prefix=secret[:PREFIX_LENGTH], secret_hash=hash_secret(secret), created_by=user
+        project=project, name=name, prefix=secret[:PREFIX_LENGTH], secret_hash=hash_secret(secret), created_by=user,
+        masked=masked,
     )
     return key, secret
 

@@ -2,7 +2,7 @@
 card numbers, IBANs, secrets (API keys, tokens, passwords), IP addresses, and a project's own patterns.
 `find_personal_data` says where they are, `mask` replaces each by its label (`[email]`, `[phone]`,
 `[card •••• 7312]`, `[iban]`, `[secret]`, `[ip]`, `[<name>]`), `mask_value` does it to every string of
-a JSON value (tool arguments, metadata).
+a JSON value (tool arguments, metadata), `mask_html` to what people read on an HTML page.
 
 What finds them, and why:
 - phones: Google's libphonenumber (package `phonenumbers`), leniency VALID: a number must be valid in
@@ -44,6 +44,8 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape, unescape
+from html.parser import HTMLParser
 from typing import Any
 
 import phonenumbers
@@ -570,3 +572,187 @@ def mask_value(value: Any, patterns: Sequence[CustomPattern] = ()) -> Any:
         return value if masked == text else masked
     return value
 
+
+
+# --- HTML pages ------------------------------------------------------------------------------------
+
+# Tags inside a line of text: the text on either side of them is read as one ("<mark>mia</mark>@example.com"),
+# so it is searched as one. Every other tag (div, p, li, td, br, pre, textarea, …) ends that text.
+INLINE_TAGS = frozenset({
+    "mark", "span", "b", "strong", "i", "em", "code", "small", "abbr", "time", "a", "sub", "sup", "u", "s",
+    "del", "ins", "kbd", "var", "samp", "wbr", "q", "cite", "dfn", "bdi", "bdo", "data", "tt",
+})
+# Attributes whose values people read: shown as tooltips, read by screen readers, shown in a field or a
+# dialog (hx-confirm). "value" and "data-*" too (_read_by_people), never one that addresses a page.
+READ_ATTRIBUTES = frozenset({
+    "title", "alt", "aria-label", "aria-description", "aria-valuetext", "aria-roledescription",
+    "aria-placeholder", "placeholder", "label", "hx-confirm", "hx-prompt",
+})
+_META_TEXT = frozenset({"description", "og:title", "og:description", "twitter:title", "twitter:description"})
+_URL_VALUE = re.compile(r"(?:https?://|/|\?)\S*\Z", re.IGNORECASE)
+_ADDRESS_HREF = re.compile(r"(?:mailto|tel|sms|callto):", re.IGNORECASE)
+# html.parser's own patterns (tagfind_tolerant, attrfind_tolerant): where each attribute's value is in the
+# start tag's source, to replace it there. The names found are checked against the parser's.
+_TAG_NAME = re.compile(r"<[a-zA-Z][^\t\n\r\f />\x00]*(?:\s|/(?!>))*")
+_ATTRIBUTE = re.compile(
+    r"""((?<=['"\s/])[^\s/>][^\s/=>]*)(\s*=+\s*('[^']*'|"[^"]*"|(?![\'"])[^>\s]*))?(?:\s|/(?!>))*"""
+)
+
+
+def mask_html(html: str, patterns: Sequence[CustomPattern] = ()) -> str:
+    """`html` (a page or a fragment) with the personal data in what people read masked: its text, read as
+    a person reads it (entities decoded, text split by inline tags such as <mark> joined), and the
+    attributes people read (READ_ATTRIBUTES, value, data-*, a description's content, mailto: links).
+    URLs, script and style stay as they are. A span found in text split by inline tags becomes the label
+    in its first part and nothing in the others, the tags between staying; everything not masked is the
+    input byte for byte."""
+    reader = _PageReader(html, patterns)
+    reader.feed(html)
+    reader.close()
+    if not reader.edits:
+        return html
+    reader.edits.sort(key=lambda edit: edit[0])
+    parts, position = [], 0
+    for start, end, replacement in reader.edits:
+        start = max(start, position)  # two spans sharing an entity (&NotEqualTilde;) replace it once
+        parts.append(html[position:start])
+        parts.append(replacement)
+        position = max(position, end)
+    parts.append(html[position:])
+    return "".join(parts)
+
+
+class _PageReader(HTMLParser):
+    """Reads a page and notes the edits that mask it: (start, end, replacement) in the page's source."""
+
+    def __init__(self, source: str, patterns: Sequence[CustomPattern]) -> None:
+        super().__init__(convert_charrefs=False)
+        self.source = source
+        self.patterns = patterns
+        self.edits: list[tuple[int, int, str]] = []
+        # The text read as one, in pieces: (offset in the source, the source, the text read).
+        self.run: list[tuple[int, str, str]] = []
+        self.line_starts = [0]
+        newline = source.find("\n")
+        while newline != -1:
+            self.line_starts.append(newline + 1)
+            newline = source.find("\n", newline + 1)
+
+    def source_offset(self) -> int:
+        line, column = self.getpos()
+        return self.line_starts[line - 1] + column
+
+    def handle_data(self, data: str) -> None:
+        if self.cdata_elem not in ("script", "style"):  # newer parsers read <textarea> and <title> raw too
+            self.run.append((self.source_offset(), data, unescape(data) if "&" in data else data))
+
+    def handle_entityref(self, name: str) -> None:
+        self.reference(1 + len(name))
+
+    def handle_charref(self, name: str) -> None:
+        self.reference(2 + len(name))
+
+    def reference(self, length: int) -> None:
+        start = self.source_offset()
+        end = start + length + (self.source.startswith(";", start + length))
+        raw = self.source[start:end]
+        self.run.append((start, raw, unescape(raw)))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in INLINE_TAGS:
+            self.end_run()
+        self.mask_attributes(tag, attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in INLINE_TAGS:
+            self.end_run()
+
+    def handle_decl(self, decl: str) -> None:
+        self.end_run()
+
+    def handle_pi(self, data: str) -> None:
+        self.end_run()
+
+    def unknown_decl(self, data: str) -> None:
+        self.end_run()
+
+    def close(self) -> None:
+        super().close()
+        self.end_run()
+
+    def end_run(self) -> None:
+        """Masks the text read as one: the first piece a span touches takes its label, the others lose
+        their part of it."""
+        run, self.run = self.run, []
+        if not run:
+            return
+        text = run[0][2] if len(run) == 1 else "".join(piece[2] for piece in run)
+        if not self.patterns and text.isspace():
+            return
+        found = find_personal_data(text, self.patterns)
+        if not found:
+            return
+        starts, position = [], 0
+        for piece in run:
+            starts.append(position)
+            position += len(piece[2])
+        for span in found:
+            first = bisect.bisect_right(starts, span.start) - 1
+            last = bisect.bisect_left(starts, span.end) - 1
+            for index in range(first, last + 1):
+                offset, raw, read = run[index]
+                replacement = escape(span.label, quote=False) if index == first else ""
+                if raw != read:  # an entity: replaced whole
+                    self.edits.append((offset, offset + len(raw), replacement))
+                    continue
+                low = max(span.start - starts[index], 0)
+                high = min(span.end - starts[index], len(raw))
+                self.edits.append((offset + low, offset + high, replacement))
+
+    def mask_attributes(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        masked = {}
+        for index, (name, value) in enumerate(attrs):
+            if value and _read_by_people(tag, name, value, attrs):
+                replacement = mask(value, self.patterns)
+                if replacement != value:
+                    masked[index] = replacement
+        if not masked:
+            return
+        start, text = self.source_offset(), self.get_starttag_text()
+        values = _attribute_values(text)
+        if [name.lower() for name, _ in values] != [name for name, _ in attrs]:
+            # Not split as the parser split it: the tag written again, its values quoted and escaped.
+            rebuilt = "".join(
+                f" {name}" if value is None else f' {name}="{escape(masked.get(index, value))}"'
+                for index, (name, value) in enumerate(attrs)
+            )
+            self.edits.append((start, start + len(text), f"<{tag}{rebuilt}{'/>' if text.endswith('/>') else '>'}"))
+            return
+        for index, replacement in masked.items():
+            low, high = values[index][1]
+            quote = text[low] if text[low] in "'\"" else '"'  # an unquoted value gets quotes: a label has spaces
+            self.edits.append((start + low, start + high, f"{quote}{escape(replacement)}{quote}"))
+
+
+def _read_by_people(tag: str, name: str, value: str, attrs: list[tuple[str, str | None]]) -> bool:
+    if name in READ_ATTRIBUTES:
+        return True
+    if name == "value":
+        return not _URL_VALUE.match(value) and ("name", "csrfmiddlewaretoken") not in attrs
+    if name.startswith("data-"):
+        return "url" not in name and "csrf" not in name and not _URL_VALUE.match(value)
+    if name == "content":
+        return tag == "meta" and any(key in ("name", "property") and kind in _META_TEXT for key, kind in attrs)
+    if name == "href":
+        return _ADDRESS_HREF.match(value) is not None
+    return False
+
+
+def _attribute_values(tag_text: str) -> list[tuple[str, tuple[int, int]]]:
+    """Each attribute of a start tag's source, with where its value (quotes included) is in it."""
+    values = []
+    position = _TAG_NAME.match(tag_text).end()
+    while match := _ATTRIBUTE.match(tag_text, position):
+        values.append((match.group(1), match.span(3) if match.group(2) else (-1, -1)))
+        position = match.end()
+    return values

@@ -1,9 +1,15 @@
+import json
+from collections.abc import Iterable, Iterator
+
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
+
+from sessions.access.masking import mask, mask_html, mask_value
+from sessions.access.masking_policy import request_masking
 
 # What a multipart upload adds to its files (boundaries, headers, the form's other fields), allowed on top of
 # CTXWEB_MAX_IMPORT_BYTES (and of DATA_UPLOAD_MAX_MEMORY_SIZE) when the Content-Length is checked; the
@@ -190,6 +196,74 @@ class RejectNulCharacters:
     @staticmethod
     def _has_nul(query) -> bool:
         return any("\x00" in key or any("\x00" in value for value in values) for key, values in query.lists())
+
+
+class PersonalDataMasking:
+    """Mask personal data in the whole response for those who see it masked (sessions/access/masking_policy.py:
+    viewers of a project that masks, API keys marked `masked`): every page and fragment (its text and the
+    attributes people read; sessions.access.masking.mask_html), every JSON answer (each string value),
+    and every download as it streams (JSON Lines line by line, a JSON export whole, Markdown and CSV line by
+    line). Applied here, once, so that no view, template or API operation can forget it. A masked response
+    says so in its `X-Personal-Data: masked` header."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.status_code in (204, 304) or 300 <= response.status_code < 400:
+            return response
+        kind = response.get("Content-Type", "").split(";")[0].strip()
+        if kind not in MASKED_TYPES:
+            return response
+        patterns = request_masking(request)
+        if patterns is None:
+            return response
+        if response.streaming:
+            response.streaming_content = masked_stream(response.streaming_content, kind, patterns)
+        else:
+            response.content = masked_body(response.content.decode(response.charset or "utf-8"), kind, patterns)
+            if response.has_header("Content-Length"):
+                response["Content-Length"] = str(len(response.content))
+        response["X-Personal-Data"] = "masked"
+        return response
+
+
+MASKED_TYPES = {"text/html", "application/json", "application/x-ndjson", "text/markdown", "text/csv", "text/plain"}
+
+
+def masked_body(text: str, kind: str, patterns) -> str:
+    if kind == "text/html":
+        return mask_html(text, patterns)
+    if kind == "application/json":
+        return json.dumps(mask_value(json.loads(text), patterns), ensure_ascii=False, separators=(",", ":"))
+    if kind == "application/x-ndjson":
+        return "".join(_masked_json_line(line, patterns) for line in text.splitlines(keepends=True))
+    return "".join(mask(line, patterns) for line in text.splitlines(keepends=True))
+
+
+def masked_stream(chunks: Iterable, kind: str, patterns) -> Iterator[bytes]:
+    """A streamed body masked: a JSON document read whole (a value may span chunks), the others line by
+    line (what a line holds is whole: a record of JSON Lines, a line of Markdown or CSV)."""
+    if kind == "application/json":
+        body = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+        yield masked_body(body.decode(), kind, patterns).encode()
+        return
+    pending = ""
+    for chunk in chunks:
+        pending += chunk.decode() if isinstance(chunk, bytes) else chunk
+        *lines, pending = pending.split("\n")
+        if lines:
+            yield masked_body("".join(line + "\n" for line in lines), kind, patterns).encode()
+    if pending:
+        yield masked_body(pending, kind, patterns).encode()
+
+
+def _masked_json_line(line: str, patterns) -> str:
+    if not line.strip():
+        return line
+    end = line[len(line.rstrip("\r\n")):]
+    return json.dumps(mask_value(json.loads(line), patterns), ensure_ascii=False, separators=(",", ":")) + end
 
 
 class ContentSecurityPolicy:

@@ -43,10 +43,25 @@ def roles_of(user) -> dict[int, str]:
     if cached is None:
         if user.is_superuser:
             cached = {pk: Role.ADMIN for pk in Project.objects.values_list("pk", flat=True)}
+            user._ctxweb_masking = {}
         else:
-            cached = dict(Membership.objects.filter(user=user).values_list("project_id", "role"))
+            rows = Membership.objects.filter(user=user).values_list("project_id", "role", "project__name",
+                                                                     "project__masking")
+            cached = {pk: role for pk, role, _, _ in rows}
+            # The projects where the user is a viewer and personal data is masked, by name, with their
+            # settings (sessions/access/masking_policy.py): read in the same query.
+            user._ctxweb_masking = {name: (pk, masking) for pk, role, name, masking in rows
+                                    if role == Role.VIEWER and (masking or {}).get("enabled")}
         user._ctxweb_roles = cached
     return cached
+
+
+def masking_projects(user) -> dict[str, tuple[int, dict]]:
+    """Name -> (id, masking settings) of the projects where `user` sees personal data masked."""
+    if not user.is_authenticated:
+        return {}
+    roles_of(user)
+    return user._ctxweb_masking
 
 
 def role_in(user, project: Project) -> str | None:

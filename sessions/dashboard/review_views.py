@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from sessions.access import permissions as access
 from sessions.errors import DomainError
 from sessions.models import Review
+from sessions.store.project_settings import masked_viewers, reveal_to, set_masking
 from sessions.store.review_queues import (
     claim_of,
     create_queue,
@@ -56,9 +57,11 @@ def review_panel(request: HttpRequest, session) -> dict:
     (`?queue=ID`) with the reviewer's claim on it."""
     reviews = list(session.reviews.select_related("queue").order_by("-created_at", "-pk"))
     queue = queue_of(request, session, request.GET.get("queue"))
+    may_reveal = access.can(request.user, session.project, "edit_messages")
     return {"reviews": reviews, "review_queue": queue,
             "review_claim": claim_of(queue, session, request.user) if queue is not None else None,
-            "verdicts": Review._meta.get_field("verdict").choices}
+            "verdicts": Review._meta.get_field("verdict").choices,
+            "masked_viewers": masked_viewers(session) if may_reveal else []}
 
 
 @login_required
@@ -150,3 +153,56 @@ def queue_detail(request: HttpRequest, queue_id: int) -> HttpResponse:
 def queue_csv(request: HttpRequest, queue_id: int) -> HttpResponse:
     """Every review of the queue as CSV, streamed."""
     return reviews_csv_response(access.get_queue_for(request.user, queue_id, "export"))
+
+
+# --- masking of personal data -----------------------------------------------------------------------
+
+
+def patterns_text(masking: dict) -> str:
+    return "\n".join(f"{p.get('name', '')}: {p.get('pattern', '')}" for p in (masking or {}).get("patterns", []))
+
+
+def patterns_from(text: str) -> list[dict]:
+    """`name: pattern` a line, as the settings page's box holds them."""
+    found = []
+    for line in (text or "").splitlines():
+        if line.strip():
+            name, _, pattern = line.partition(":")
+            found.append({"name": name.strip(), "pattern": pattern.strip()})
+    return found
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_settings(request: HttpRequest, project: str) -> HttpResponse:
+    """A project's settings for its admins: masking of personal data for viewers."""
+    here = access.get_project_for(request.user, project, "manage_members")
+    typed = None
+    if request.method == "POST":
+        typed = request.POST.get("patterns", "")
+        try:
+            set_masking(here, {"enabled": request.POST.get("enabled") == "1", "patterns": patterns_from(typed)})
+        except DomainError as exc:
+            flash.error(request, f"Not saved: {exc.detail}")
+        else:
+            state = "on" if here.masking.get("enabled") else "off"
+            flash.success(request, f"Masking of personal data is {state} for {here.name}.")
+            return redirect("project_settings", project=here.name)
+    return render(request, "sessions/project_settings.html", {
+        "project": here, "masking": here.masking or {},
+        "patterns": typed if typed is not None else patterns_text(here.masking),
+    })
+
+
+@login_required
+@require_POST
+def reveal(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """Show the session's personal data unmasked to one viewer (editors and admins), recorded as an event."""
+    session = access.get_session_for(request.user, project, key, "edit_messages")
+    try:
+        viewer = reveal_to(session, request.user, request.POST.get("viewer", ""))
+    except DomainError as exc:
+        flash.error(request, exc.detail)
+    else:
+        flash.success(request, f"{viewer.get_username()} now sees this session's personal data unmasked.")
+    return redirect(session.get_absolute_url() + "#reviews")

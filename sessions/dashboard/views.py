@@ -19,6 +19,8 @@ from sessions.access import permissions as access
 from sessions.access import rate_limits
 from sessions.access.api_keys import create_api_key, keys_of, revoke
 from sessions.access.dashboard_limits import heavy
+from sessions.access.masking import mask
+from sessions.access.masking_policy import request_masking
 from sessions.access.members import members_of, remove_member, set_member
 from sessions.context.compare import compare_sides, shown_text, side_of
 from sessions.context.explain import checkpoints_of, page_layout
@@ -61,7 +63,7 @@ from sessions.store.notes import (
     set_tags,
     tag_names,
 )
-from sessions.store.search import Snippet
+from sessions.store.search import Snippet, outside_masked_values
 from sessions.store.search import search as search_hits
 
 
@@ -89,7 +91,10 @@ def session_url(session: Session, **params) -> str:
 def session_list(request: HttpRequest) -> HttpResponse:
     form = SessionListForm(request.GET)
     filters = form.filters()
+    masking = request_masking(request)
     sessions = find_sessions(access.project_ids_for(request.user), filters, with_tags=True, with_reviews=True)
+    if masking is not None and filters.q and mask(filters.q, masking) != filters.q:
+        sessions = sessions.none()  # personal data in the words sought: one who sees it masked finds nothing by it
     size = form.page_size()
     page = Paginator(sessions, size).get_page(request.GET.get("page"))
     rows = []
@@ -160,6 +165,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     events, more_events = newest_events(session)
     return render(request, "sessions/detail.html", {
         **review_panel(request, session),
+        "masked": request_masking(request) is not None,
         "session_notes": session_notes(session),
         "tags": tag_names(session),
         "session": session,
@@ -488,7 +494,8 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         project = access.get_project_for(request.user, request.POST.get("project", ""), "manage_keys")
         try:
-            key, secret = create_api_key(project, request.POST.get("name", ""), request.user)
+            key, secret = create_api_key(project, request.POST.get("name", ""), request.user,
+                                         masked=request.POST.get("masked") == "1")
         except DomainError as exc:
             flash.error(request, exc.detail)
         else:
@@ -524,6 +531,8 @@ def search(request: HttpRequest) -> HttpResponse:
     filters = form.filters([p.pk for p in projects if not chosen or p.name == chosen])
     query = form.query()
     results = search_hits(query, filters, page=_int(request.GET.get("page"), 1, minimum=1, maximum=1000)) if query else None
+    if results is not None and (masking := request_masking(request)) is not None:
+        results = outside_masked_values(results, query, masking)
     paging = request.GET.copy()
     paging.pop("page", None)
     context = {"form": form, "results": results, "q": query, "params": request.GET, "projects": projects,

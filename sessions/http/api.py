@@ -3,8 +3,18 @@ package, assembled here in the order of the API's documentation. ctxweb/api.py m
 
 from ninja import Router
 
-from sessions.http import compactions, compare, keys, messages, model_input, requests, reviews, sessions
+from sessions.http import (
+    compactions,
+    compare,
+    keys,
+    messages,
+    model_input,
+    project,
+    requests,
+    reviews,
+    sessions,
+)
 
 router = Router()
-for resource in (sessions, messages, model_input, compactions, keys, requests, compare, reviews):
+for resource in (sessions, messages, model_input, compactions, keys, project, requests, compare, reviews):
     router.add_router("", resource.router)

@@ -416,6 +416,38 @@ class PingOut(Schema):
     key_prefix: str = Field(description="the key's first characters, as the dashboard's API keys page shows them")
 
 
+# --- the project ---------------------------------------------------------------------------------
+
+
+class MaskingPatternIn(Strict):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=50)] = Field(description="its label: [name]")
+    pattern: Annotated[StrictStr, Field(min_length=1, max_length=500)] = Field(
+        description="a regular expression in RE2's syntax (no lookaround, no backreferences)")
+
+
+class MaskingIn(Strict):
+    enabled: bool | None = Field(None, description="viewers and masked API keys see personal data masked")
+    patterns: list[MaskingPatternIn] | None = Field(None, max_length=20, description=(
+        "the project's own kinds of personal data, masked as [name] besides e-mail addresses, phone numbers, "
+        "card numbers, IBANs, secrets and IP addresses"))
+
+
+class ProjectPatchIn(Strict):
+    masking: MaskingIn
+
+
+class MaskingOut(Schema):
+    enabled: bool = False
+    patterns: list[dict[str, str]] = Field(default_factory=list)
+
+
+class ProjectOut(Schema):
+    name: str
+    title: str
+    masking: MaskingOut = Field(description="personal data shown masked to viewers and masked API keys")
+    key_masked: bool = Field(description="this API key's answers are masked when masking is enabled")
+
+
 class TokensOut(Schema):
     total: int
     messages: list[int]

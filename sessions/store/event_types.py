@@ -332,11 +332,20 @@ class ReviewAdded(EventData):
     comment: str = Field(description="the comment's first 200 characters")
 
 
+# --- masking -------------------------------------------------------------------------------------
+
+
+class MaskingRevealed(EventData):
+    type = EventType.MASKING_REVEALED
+
+    viewer: str = Field(description="the viewer the session's personal data is shown unmasked to")
+
+
 EVENT_DATA: dict[str, type[EventData]] = {
     model.type: model
     for model in (
         SessionCreated, SessionUpdated, MessagesAppended, MessageUpdated,
         CompactionStarted, CompactionCompleted, CompactionSkipped, CompactionFailed,
-        RequestBuilt, NoteAdded, NoteEdited, NoteDeleted, TagsChanged, ReviewAdded,
+        RequestBuilt, NoteAdded, NoteEdited, NoteDeleted, TagsChanged, ReviewAdded, MaskingRevealed,
     )
 }

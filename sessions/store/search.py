@@ -14,6 +14,7 @@ from django.db.models.functions import Greatest, Length, Lower, StrIndex, Substr
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from sessions.access.masking import mask
 from sessions.db import message_search
 from sessions.db.message_search import TextQuery
 from sessions.db.message_sizes import PAGE_DEFERRED
@@ -360,3 +361,34 @@ def search(query: str, filters: SearchFilters, page: int = 1, per_page: int = PA
             text_query(query), MAX_COUNTED, project_ids=filters.project_ids, role=filters.role,
             since=filters.since, until=filters.until, has_checkpoint=filters.has_checkpoint)
     return SearchPage(list(groups.values()), page, has_next, len(hits), total)
+
+
+def _hit_text(hit) -> str:
+    if hit.kind == "note":
+        return hit.note.text
+    if hit.kind == "review":
+        return hit.review.comment
+    return hit.message.text or ""
+
+
+def outside_masked_values(page: SearchPage, query: str, patterns) -> SearchPage:
+    """The page of hits as a viewer who sees personal data masked may have it: a hit whose text holds
+    personal data counts only if every word of the query is still in its text once masked, so that a
+    search never matches inside a masked value (a search for an e-mail address, or for its domain, finds
+    nothing it would reveal). Hits whose text has nothing masked stay as they are."""
+    words = [w.lower() for w in _words(terms_of(query))]
+    dropped = 0
+    groups = []
+    for group in page.groups:
+        kept = []
+        for hit in group.hits:
+            text = _hit_text(hit)
+            masked = mask(text, patterns)
+            if masked == text or all(word in masked.lower() for word in words):
+                kept.append(hit)
+            else:
+                dropped += 1
+        if kept:
+            groups.append(SessionHits(group.session, kept))
+    page.groups, page.hit_count, page.total = groups, page.hit_count - dropped, max(0, page.total - dropped)
+    return page

@@ -67,6 +67,7 @@ def site(live_server, users, demo, settings):
         "import job": f"/import/{job.pk}/",
         "API keys": "/api-keys/",
         "members": "/p/default/members/",
+        "project settings": "/p/default/settings/",
         "404 page": "/p/default/s/no-such-session/",
         "400 page": "/test-errors/400/",
         "500 page": "/test-errors/500/",

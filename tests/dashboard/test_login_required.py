@@ -37,6 +37,7 @@ def _pages(story, note, api_key, request_event):
         "/import/",
         reverse("import_job", args=[ImportJob.objects.get().pk]),
         reverse("queues"),
+        reverse("project_settings", args=["default"]),
         reverse("queue", args=[1]),
         reverse("queue_csv", args=[1]),
     ]
@@ -54,6 +55,8 @@ def _actions(story, note, api_key):
         (reverse("bulk_tags"), {"session": [str(s.pk)], "tag": "anonymous", "action": "add"}),
         (reverse("compare_ticked"), {"session": [str(s.pk), str(s.pk)]}),
         (reverse("review_add", args=["default", s.key]), {"verdict": "problem"}),
+        (reverse("reveal", args=["default", s.key]), {"viewer": "viewer"}),
+        (reverse("project_settings", args=["default"]), {"enabled": "1"}),
         (reverse("queues"), {"project": "default", "name": "anonymous queue"}),
         (reverse("queue_next", args=[1]), {}),
         (reverse("api_keys"), {"project": "default", "name": "anonymous key"}),

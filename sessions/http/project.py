@@ -1,0 +1,37 @@
+"""The project of the API key: GET /project, and PATCH /project to change its masking of personal data
+(sessions/access/masking_policy.py)."""
+
+from ninja import Router
+
+from sessions.errors import DomainError
+from sessions.http import schemas as s
+from sessions.http.common import ERRORS, WRITE_ERRORS, link, links, project
+from sessions.store.project_settings import set_masking
+
+router = Router(tags=["project"])
+FORBIDDEN = {**WRITE_ERRORS, 403: s.ErrorOut}
+
+
+def _out(request, here) -> dict:
+    masking = here.masking or {}
+    return {"name": here.name, "title": here.title, "key_masked": request.auth.masked,
+            "masking": {"enabled": bool(masking.get("enabled")), "patterns": masking.get("patterns", [])}}
+
+
+@router.get("/project", response={200: s.ProjectOut, **ERRORS}, summary="The API key's project and its masking",
+            openapi_extra=links(200, ChangeProject=link("change_project")))
+def get_project(request):
+    return _out(request, project(request))
+
+
+@router.patch("/project", response={200: s.ProjectOut, **FORBIDDEN},
+              summary="Turn masking of personal data on or off, and set the project's own patterns",
+              openapi_extra=links(200, GetProject=link("get_project")))
+def change_project(request, body: s.ProjectPatchIn):
+    """Only the keys given change; the patterns are checked whole (RE2, at most 20). A masked key may not
+    change masking (403): it would unmask its own answers."""
+    if request.auth.masked:
+        raise DomainError("a masked API key cannot change the project's masking", code="forbidden", status=403)
+    here = project(request)
+    changes = body.masking.model_dump(exclude_none=True)
+    return _out(request, set_masking(here, changes))
