@@ -26,18 +26,20 @@ from django.utils import timezone
 from bench.client import Server, append_client, call
 from bench.report import Report, percentile, progress
 from sessions.access.api_keys import create_api_key
+from sessions.access.members import set_member
 from sessions.context.compaction import RunBudget, plan_compaction, resolve_settings
 from sessions.context.figures import refresh_input_tokens
 from sessions.context.model_input import build_model_input, summary_message_tokens
 from sessions.models import MODEL_FIELDS, Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
+from sessions.store.project_settings import reveal_to, set_masking
 from sessions.store.search import SearchFilters, search_messages
 from sessions.wire.grams import search_grams
 from sessions.wire.tokens import count_message, encoding
 from sessions.wire.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
-MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "search", "plan",
-                "list", "import")
+MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "masking", "search",
+                "plan", "list", "import")
 BATCH = 100
 # The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
 # after this many seconds, as an LLM would, so appends overlap running compactions.
@@ -732,6 +734,60 @@ class Bench:
                            medians["large"] / medians["small"], "<=", 2, "x", spec)
         self.report.target(f"session page: {large_n:,} (no checkpoint) / {small_n}",
                            medians["bare"] / medians["small"], "<=", 2, "x", spec)
+
+    def measure_masking(self) -> None:
+        """What masking personal data costs (issue 40 item 9), on the largest session: its page for a viewer
+        who sees it masked against a viewer it was revealed to (the same page, unmasked), and its model
+        input over the API for a key made "masked" against the application's key. Masking is on for the
+        largest session's project during this measurement only."""
+        built = self.big()
+        project, key = built.session.project, built.session.key
+        User = get_user_model()
+        clients = {}
+        for name in ("bench-masked-viewer", "bench-revealed-viewer"):
+            User.objects.create_user(name)
+            set_member(project, name, "viewer")
+            clients[name] = Client(HTTP_HOST="127.0.0.1")
+            clients[name].force_login(User.objects.get(username=name))
+        set_masking(project, {"enabled": True})
+        reveal_to(self.fresh(built), User.objects.get(username="bench"), "bench-revealed-viewer")
+        keys = {"plain": create_api_key(project, "bench-plain")[1],
+                "masked": create_api_key(project, "bench-masked", masked=True)[1]}
+        page_url = reverse("session", args=[project.name, key])
+        input_url = f"/api/v1/sessions/{key}/model-input"
+
+        def getter(client, url, masked: bool, **headers):
+            response = client.get(url, **headers)
+            self.report.check("masking: HTTP 200", response.status_code == 200, f"{url}: HTTP {response.status_code}")
+            self.report.check("masking: masked exactly when it should be",
+                              response.has_header("X-Personal-Data") == masked, f"{url}: masked={not masked}")
+
+            def get():
+                if client.get(url, **headers).status_code != 200:
+                    raise RuntimeError(f"{url} stopped answering 200")
+
+            return get
+
+        api = Client(HTTP_HOST="127.0.0.1")
+        calls = {
+            "page": getter(clients["bench-revealed-viewer"], page_url, False),
+            "page masked": getter(clients["bench-masked-viewer"], page_url, True),
+            "input": getter(api, input_url, False, HTTP_AUTHORIZATION=f"Bearer {keys['plain']}"),
+            "input masked": getter(api, input_url, True, HTTP_AUTHORIZATION=f"Bearer {keys['masked']}"),
+        }
+        n = built.count
+        labels = {"page": f"session page: {n:,} messages, as a viewer, unmasked",
+                  "page masked": f"session page: {n:,} messages, as a viewer, masked",
+                  "input": f"model input over the API: {n:,} messages, the application's key",
+                  "input masked": f"model input over the API: {n:,} messages, a masked key"}
+        try:
+            samples = interleaved(calls, self.sizes.reps, warmup=2)
+            medians = {name: self.report.figure(labels[name], "ms", ms(samples[name])).median for name in calls}
+            for what in ("page", "input"):
+                self.report.figure(f"masking: {labels[what].split(':')[0]}, masked / unmasked", "x",
+                                   [medians[f"{what} masked"] / medians[what]])
+        finally:
+            set_masking(project, {"enabled": False})
 
     def measure_search(self) -> None:
         built = self.big()

@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 from sessions.access.masking import (
     INLINE_TAGS,
+    LINK_ATTRIBUTES,
     READ_ATTRIBUTES,
     CustomPattern,
     compile_patterns,
     find_personal_data,
     mask,
     mask_html,
+    mask_url_query,
 )
 
 PURE = settings(max_examples=400, deadline=None, derandomize=True, database=None)
@@ -251,18 +253,18 @@ def test_it_masks_the_attributes_people_read(page, masked):
 
 
 @pytest.mark.parametrize("page", [
-    '<a href="/s/7f3a9c2e/?email=mia@example.com">x</a>',
-    '<form action="/s/k/search?q=mia%40example.com"><button formaction="/x?to=mia@example.com">go</button></form>',
+    '<a href="/s/mia@example.com/">x</a>',
+    '<form action="/s/mia@example.com/search"><button formaction="/x/mia@example.com/">go</button></form>',
     '<img src="/media/mia@example.com.png" srcset="/media/mia@example.com.png 2x">',
     '<video poster="/p/mia@example.com.png"></video>',
-    '<div hx-get="/s/k/fragment?e=mia@example.com" hx-vals=\'{"e": "mia@example.com"}\'>x</div>',
-    '<div data-state-url="/s/k/state?e=mia@example.com" data-csrf="x" data-next="/s/k/?e=mia@example.com">x</div>',
+    '<div hx-get="/s/mia@example.com/fragment" hx-vals=\'{"e": "mia@example.com"}\'>x</div>',
+    '<div data-state-url="/s/mia@example.com/state" data-csrf="x" data-next="/s/k/?e=mia@example.com">x</div>',
     '<input type="hidden" name="next" value="/s/k/?e=mia@example.com">',
     '<meta name="keywords" content="mia@example.com">',
     '<time datetime="2024-05-01T12:00:07+00:00">x</time>',
     '<div class="mia@example.com" id="mia@example.com">x</div>',
 ])
-def test_it_leaves_urls_and_other_attributes(page):
+def test_it_leaves_the_paths_of_urls_and_other_attributes(page):
     assert mask_html(page) == page
 
 
@@ -342,11 +344,19 @@ SEPARATED_PAGES = st.lists(
 ).map("".join)
 
 
+def with_link_queries_masked(tags: list) -> list:
+    """The tags as masking leaves them: the query strings of their links masked (mask_url_query)."""
+    return [(tag[0], tag[1], [(key, mask_url_query(value, ()) if value and key in LINK_ATTRIBUTES and "?" in value
+                                   else value) for key, value in tag[2]]) if tag[0] == "start" else tag
+            for tag in tags]
+
+
 @PURE
 @given(PAGES)
 def test_random_pages_keep_their_tags_and_read_as_masked_text(page):
     before, after = ReadablePage.of(page), ReadablePage.of(masked := mask_html(page))
-    assert after.tags == before.tags  # the same tags, the same URLs, scripts and styles
+    # The same tags, the same URLs but for their query strings' personal data, scripts and styles.
+    assert after.tags == with_link_queries_masked(before.tags)
     assert after.texts == [mask(text) for text in before.texts]
     assert after.attributes == [mask(value) for value in before.attributes]
     if masked == page:
@@ -357,7 +367,7 @@ def test_random_pages_keep_their_tags_and_read_as_masked_text(page):
 @given(SEPARATED_PAGES)
 def test_random_pages_lose_what_was_found(page):
     before, after = ReadablePage.of(page), ReadablePage.of(mask_html(page))
-    assert after.tags == before.tags
+    assert after.tags == with_link_queries_masked(before.tags)
     found = [(f.kind, text[f.start : f.end]) for text in before.texts + before.attributes
              for f in find_personal_data(text)]
     kinds = {kind for kind, _ in found}
@@ -366,9 +376,8 @@ def test_random_pages_lose_what_was_found(page):
         assert not [f for f in find_personal_data(text) if f.kind in kinds]
 
 
-@pytest.mark.xfail(strict=True, reason="the detectors' (find_personal_data), not mask_html's: a phone number "
-                   "followed by more digits is missed until what follows is masked, and the label [phone] is a "
-                   "phone word that makes a date a phone number")
+# Once missed by the detectors: a phone number followed by more digits, and a date after the label [phone]
+# (sessions/access/masking.py _international_before_digits, _has_phone_word).
 @pytest.mark.parametrize("text", [
     " +1 415 555 2671  +1 415 555 2671 12 tok",
     " (415) 555-2671  4111 1111 1111 1111 ",

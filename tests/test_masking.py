@@ -419,3 +419,14 @@ def test_masking_1000_real_messages_is_fast():
     print(f"\nmasked 1,000 tau-bench messages ({sum(map(len, messages)):,} characters) in {elapsed:.3f} s")
     assert sum(m != o for m, o in zip(masked, messages, strict=True)) > 0
     assert elapsed < SECONDS_PER_1000_MESSAGES
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ("call +44 20 7946 0958 2 times", "call [phone] 2 times"),
+    ("+1 415 555 2671 12 tok", "[phone] 12 tok"),
+    ("(415) 555-2671 4111 1111 1111 1111", "[phone] 4111 1111 1111 1111"),
+    ("(415) 555-2671 and 4111 1111 1111 1111", "[phone] and [card •••• 1111]"),
+    ("my phone: [phone] 2024-05-01 12:00:07", "my phone: [phone] 2024-05-01 12:00:07"),
+])
+def test_a_phone_number_followed_by_more_digits_is_still_found(text, masked):
+    assert mask(text) == masked

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from html import escape, unescape
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import phonenumbers
 import re2
@@ -148,7 +149,10 @@ def _grouped_as_nanp(raw: str) -> bool:
 
 
 def _has_phone_word(text: str, start: int) -> bool:
-    return _PHONE_WORDS.search(text, max(0, start - 40), start) is not None
+    """A word saying a number is a phone within 40 characters before it; not the label "[phone]" of a
+    number masked before it (masking a masked text again finds nothing new)."""
+    return any(not (word.start() > 0 and text[word.start() - 1] == "[" and text[word.end():word.end() + 1] == "]")
+               for word in _PHONE_WORDS.finditer(text, max(0, start - 40), start))
 
 
 def _phone_windows(text: str) -> list[tuple[int, int]]:
@@ -187,7 +191,40 @@ def _phones(text: str) -> list[Found]:
             elif not raw.startswith(("+", "011")) and not (_grouped_as_nanp(raw) or _has_phone_word(text, start)):
                 continue  # 4155552671 or 8472-1193-55 with nothing saying it is a phone: an id, not a number
             found.append(Found(start, end, "phone", "[phone]"))
+    found += _international_before_digits(scanned, found)
     return found + _national_phones(text, found)
+
+
+_GROUP_ENDS = re.compile(r"\d(?=[^\d]|$)")
+
+
+def _international_before_digits(text: str, found: list[Found]) -> list[Found]:
+    """A "+" number followed by more digits ("+44 20 7946 0958 2 times", "+1 415 555 2671 12 tok"), which
+    libphonenumber reads as one longer, invalid number: its run cut at each group's end, longest first,
+    until one is a valid number; and a North American number opening a longer run of digits."""
+    more = []
+    for run in _PHONE_RUN.finditer(text):
+        if any(f.start < run.end() and run.start() < f.end for f in found):
+            continue
+        if not run.group().startswith("+"):
+            # "(415) 555-2671 4111 1111 1111 1111": a North American number at the start of a longer run.
+            nanp = _NANP_SHAPE.match(run.group())
+            if nanp and _is_valid_in(DEFAULT_REGION, nanp.group()):
+                more.append(Found(run.start(), run.start() + nanp.end(), "phone", "[phone]"))
+            continue
+        ends = [run.start() + m.end() for m in _GROUP_ENDS.finditer(run.group())][:-1]
+        for end in reversed(ends):
+            candidate = text[run.start():end]
+            if sum(char.isdigit() for char in candidate) < 7:
+                break
+            try:
+                number = phonenumbers.parse(candidate, None)
+            except phonenumbers.NumberParseException:
+                continue
+            if phonenumbers.is_valid_number(number):
+                more.append(Found(run.start(), end, "phone", "[phone]"))
+                break
+    return more
 
 
 def _national_phones(text: str, found: list[Found]) -> list[Found]:
@@ -714,8 +751,12 @@ class _PageReader(HTMLParser):
         for index, (name, value) in enumerate(attrs):
             if value and _read_by_people(tag, name, value, attrs):
                 replacement = mask(value, self.patterns)
-                if replacement != value:
-                    masked[index] = replacement
+            elif value and name in LINK_ATTRIBUTES and "?" in value:
+                replacement = mask_url_query(value, self.patterns)
+            else:
+                continue
+            if replacement != value:
+                masked[index] = replacement
         if not masked:
             return
         start, text = self.source_offset(), self.get_starttag_text()
@@ -732,6 +773,22 @@ class _PageReader(HTMLParser):
             low, high = values[index][1]
             quote = text[low] if text[low] in "'\"" else '"'  # an unquoted value gets quotes: a label has spaces
             self.edits.append((start + low, start + high, f"{quote}{escape(replacement)}{quote}"))
+
+
+# Attributes that address a page: their path stays (it names a session by its key), the values of their
+# query string are masked (a link that traces a value, `?trace=M-12345678`, or searches for it).
+LINK_ATTRIBUTES = frozenset({"href", "src", "action", "formaction", "hx-get", "hx-post", "hx-put", "hx-patch",
+                             "hx-delete", "data-state-url"})
+
+
+def mask_url_query(url: str, patterns: Sequence[CustomPattern]) -> str:
+    address, _, rest = url.partition("?")
+    query, hash_mark, fragment = rest.partition("#")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    masked = [(key, mask(value, patterns)) for key, value in pairs]
+    if masked == pairs:
+        return url
+    return f"{address}?{urlencode(masked)}{hash_mark}{fragment}"
 
 
 def _read_by_people(tag: str, name: str, value: str, attrs: list[tuple[str, str | None]]) -> bool:

@@ -9,11 +9,13 @@ import json
 import pytest
 from django.urls import reverse
 
+from sessions.context.compaction_runs import compact
 from sessions.ingest.append import append_messages
 from sessions.ingest.session_store import update_session
 from sessions.models import Event, MaskingReveal, Session
 from sessions.store.notes import add_note
 from sessions.store.project_settings import set_masking
+from sessions.store.review_queues import create_queue
 from sessions.store.reviews import add_review
 
 from .dom import parse
@@ -34,18 +36,29 @@ def stored(project, editor_user):
             {"id": "c1", "name": "charge", "arguments": json.dumps({"card": CARD, "iban": IBAN})}]},
         {"role": "tool", "tool_call_id": "c1", "content": f"charged from {IP} with key {SECRET}"},
         {"role": "assistant", "content": "Your refund is on its way."},
+        {"role": "user", "content": "When will it arrive?"},
+        {"role": "assistant", "content": "Within five working days."},
     ], "test")
     update_session(project, "pii", {"metadata": {"customer": EMAIL}, "title": f"Refund for {EMAIL}"})
     session = Session.objects.get(project=project, key="pii")
     add_note(session, editor_user, f"Customer phone {PHONE}", 1)
     add_review(session, editor_user, "problem", comment=f"Asked for the card {CARD} in clear.")
+    outcome = compact(session, force=True, max_tokens=100_000, keep_recent_tokens=1,
+                      summary=f"The customer {EMAIL} was refunded to the card {CARD}.")
+    assert outcome.checkpoint is not None and EMAIL in outcome.checkpoint.summary  # the summary holds it too
+    queue = create_queue(project, editor_user, "everything", "")
+    add_review(session, editor_user, "ok", comment=f"Mailed {EMAIL}", queue=queue)
     set_masking(project, {"enabled": True, "patterns": [{"name": "member-id", "pattern": r"M-[0-9]{8}"}]})
+    session.refresh_from_db()
+    session.queue_id, session.checkpoint_id = queue.pk, outcome.checkpoint.pk
     return session
 
 
 def pages(session) -> list[str]:
     url = session.get_absolute_url()
     return [url, url + "log/?before=5", url + "input/", url + "messages/3/", url + "events/",
+            url + f"checkpoints/{session.checkpoint_id}/", url + "?as_of=2", url + "what-if/?keep_recent_tokens=0&force=1",
+            reverse("queue", args=[session.queue_id]), reverse("queues"),
             reverse("sessions"), reverse("sessions") + "?q=refund",
             reverse("search") + "?q=refund", reverse("search") + "?q=phone",
             reverse("compare") + f"?project=default&a={session.key}&b={session.key}"]
@@ -62,7 +75,7 @@ def body(response) -> str:
 
 
 def test_a_viewer_sees_every_page_fragment_and_download_masked(viewer_client, stored):
-    for url in pages(stored) + downloads(stored):
+    for url in pages(stored) + downloads(stored) + [reverse("queue_csv", args=[stored.queue_id])]:
         response = viewer_client.get(url)
         text = body(response)
         leaked = [value for value in VALUES if value in text]
@@ -71,6 +84,9 @@ def test_a_viewer_sees_every_page_fragment_and_download_masked(viewer_client, st
     page = body(viewer_client.get(stored.get_absolute_url()))
     for label in ("[email]", "[phone]", "[card •••• 1111]", "[iban]", "[secret]", "[ip]", "[member-id]"):
         assert label in page, label
+    trace = viewer_client.get(stored.get_absolute_url() + "trace/?q=refund", HTTP_HX_REQUEST="true",
+                              HTTP_HX_TARGET="trace-result")
+    assert not [value for value in VALUES if value in body(trace)]
     # The downloads are still what they say: JSON, JSON Lines.
     json.loads(body(viewer_client.get(downloads(stored)[0])))
     for line in body(viewer_client.get(downloads(stored)[1])).splitlines():
