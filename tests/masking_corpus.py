@@ -1,5 +1,5 @@
 """Masking measured: precision and recall of sessions.access.masking on the labelled corpus
-(tests/data/pii/corpus.jsonl), and the message texts of tests/data's real transcripts to time it on.
+(tests/pii/corpus.jsonl), and the message texts of tests/data's real transcripts to time it on.
 Used by tests/test_masking.py and tools/masking_report.py."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 from sessions.access.masking import find_personal_data
 
 DATA = Path(__file__).resolve().parent / "data"
-CORPUS = DATA / "pii" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parent / "pii" / "corpus.jsonl"
 KINDS = ("email", "phone", "card", "iban", "secret", "ip")
 
 

@@ -1,6 +1,6 @@
 """Masking personal data (sessions/access/masking.py): each detector on what it must find and on what
 it must leave, a project's own patterns, JSON values, overlaps; precision and recall on the labelled
-corpus (tests/data/pii), and what it finds in the real transcripts of tests/data."""
+corpus (tests/pii), and what it finds in the real transcripts of tests/data."""
 
 import re
 import time

@@ -1,5 +1,5 @@
 """How well masking finds personal data, and what it costs: precision and recall of
-sessions/access/masking.py on the labelled corpus (tests/data/pii/corpus.jsonl) by kind, and the time
+sessions/access/masking.py on the labelled corpus (tests/pii/corpus.jsonl) by kind, and the time
 to mask 1,000 real chat messages (tau-bench's airline conversations in tests/data: each message's text
 and each tool call's arguments, in order), the median of --runs runs.
 

@@ -24,7 +24,7 @@ What finds them, and why:
 Presidio (presidio-analyzer 2.2.366) was tried and not used: its AnalyzerEngine does not start offline
 (it downloads a spaCy model); its recognizers, called one by one, run without one, but it installs
 spaCy, thinc, numpy and about 50 packages (393 MB), its recognizers take 0.85 s to import, and on
-tests/data/pii's corpus they found phones with a precision of 0.85 (and tau-bench's gift_card_1647044 is a
+tests/pii's corpus they found phones with a precision of 0.85 (and tau-bench's gift_card_1647044 is a
 phone to them), IPs with 0.73, cards with a recall of 0.89, and no secrets, in 1.1 s for the 1,000
 tau-bench messages this module masks in 0.1 s.
 

@@ -2,6 +2,9 @@
 sessions/access/masking.py).
 
 A project turns masking on (`Project.masking`: {"enabled": true, "patterns": [{"name", "pattern"}]}).
+With `"at_capture": true` it also masks what it captures before storing it (capture_masking): appends,
+imports, OTLP spans and request logs, session fields; irreversible, and the token figures are the masked
+text's.
 Then a viewer of the project sees personal data masked in every page, fragment, search excerpt and export,
 and an API key marked `masked` (a key for people's tools, not the application's) in every answer; editors,
 admins and superusers see the real text, and may reveal one session to one viewer (MaskingReveal, recorded
@@ -18,7 +21,7 @@ from sessions.access.permissions import Role, masking_projects, role_in
 from sessions.errors import DomainError
 from sessions.models import ApiKey, MaskingReveal, Project, ReviewQueue, Session
 
-SETTINGS = {"enabled", "patterns"}
+SETTINGS = {"enabled", "patterns", "at_capture"}
 
 
 def clean_masking(data) -> dict:
@@ -33,7 +36,10 @@ def clean_masking(data) -> dict:
     if not isinstance(patterns, list):
         raise DomainError("masking.patterns is a list of {\"name\", \"pattern\"}", code="invalid_masking")
     compile_patterns(patterns)  # refuses a bad one
-    return {"enabled": enabled, "patterns": patterns}
+    at_capture = data.get("at_capture", False)
+    if not isinstance(at_capture, bool):
+        raise DomainError("masking.at_capture is true or false", code="invalid_masking")
+    return {"enabled": enabled, "patterns": patterns, "at_capture": at_capture}
 
 
 def enabled(project: Project) -> bool:
@@ -48,6 +54,13 @@ def _compiled(patterns: str) -> tuple[CustomPattern, ...]:
 def patterns_of(project: Project) -> tuple[CustomPattern, ...]:
     """The project's own patterns, compiled once per distinct list."""
     return _patterns(project.masking)
+
+
+def capture_masking(project: Project) -> tuple[CustomPattern, ...] | None:
+    """The patterns to mask what is captured with before it is stored (`at_capture`: the project keeps no
+    personal data at all, irreversibly), or None to store it as sent."""
+    masking = project.masking or {}
+    return _patterns(masking) if masking.get("at_capture") else None
 
 
 def masked_for(user, project: Project, session: Session | None = None) -> bool:

@@ -181,7 +181,8 @@ def project_settings(request: HttpRequest, project: str) -> HttpResponse:
     if request.method == "POST":
         typed = request.POST.get("patterns", "")
         try:
-            set_masking(here, {"enabled": request.POST.get("enabled") == "1", "patterns": patterns_from(typed)})
+            set_masking(here, {"enabled": request.POST.get("enabled") == "1", "patterns": patterns_from(typed),
+                               "at_capture": request.POST.get("at_capture") == "1"})
         except DomainError as exc:
             flash.error(request, f"Not saved: {exc.detail}")
         else:

@@ -15,7 +15,8 @@ FORBIDDEN = {**WRITE_ERRORS, 403: s.ErrorOut}
 def _out(request, here) -> dict:
     masking = here.masking or {}
     return {"name": here.name, "title": here.title, "key_masked": request.auth.masked,
-            "masking": {"enabled": bool(masking.get("enabled")), "patterns": masking.get("patterns", [])}}
+            "masking": {"enabled": bool(masking.get("enabled")), "patterns": masking.get("patterns", []),
+                        "at_capture": bool(masking.get("at_capture"))}}
 
 
 @router.get("/project", response={200: s.ProjectOut, **ERRORS}, summary="The API key's project and its masking",

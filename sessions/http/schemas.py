@@ -430,6 +430,9 @@ class MaskingIn(Strict):
     patterns: list[MaskingPatternIn] | None = Field(None, max_length=20, description=(
         "the project's own kinds of personal data, masked as [name] besides e-mail addresses, phone numbers, "
         "card numbers, IBANs, secrets and IP addresses"))
+    at_capture: bool | None = Field(None, description=(
+        "also mask what is captured before it is stored (appends, imports, OTLP spans, request logs, session "
+        "fields): the project keeps no personal data; irreversible, token figures are the masked text's"))
 
 
 class ProjectPatchIn(Strict):
@@ -439,6 +442,7 @@ class ProjectPatchIn(Strict):
 class MaskingOut(Schema):
     enabled: bool = False
     patterns: list[dict[str, str]] = Field(default_factory=list)
+    at_capture: bool = False
 
 
 class ProjectOut(Schema):

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from sessions.access.masking import mask_value
+from sessions.access.masking_policy import capture_masking
 from sessions.context.compaction_runs import compact_if_needed
 from sessions.context.model_input import input_figures_after_append, json_list
 from sessions.db.messages import (
@@ -106,6 +108,9 @@ def append_messages(
     automatic compaction on whose input is now over max_tokens gets a run on the task queue. A caller that
     writes a session in pieces (an import, a request built with messages not stored) passes
     `compact_after=False` and applies the rule itself once the session is whole."""
+    if parsed is None and (patterns := capture_masking(project)) is not None:
+        # The project keeps no personal data: masked before it is parsed, so its tokens are the masked text's.
+        raw_messages, system = mask_value(raw_messages, patterns), mask_value(system, patterns)
     batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
     try:
         with transaction.atomic():

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from sessions.access.masking import mask_value
+from sessions.access.masking_policy import capture_masking
 from sessions.context.compaction_runs import compact_if_needed, wait_for
 from sessions.context.model_input import ModelInput, build_model_input, summary_message_text, visible_messages
 from sessions.context.provider_input import check_something_to_send
@@ -32,6 +34,8 @@ def build_request(project: Project, key: str, *, instructions=None, messages=Non
     """`messages` are in `message_format`; the model input is returned in `fmt`. `waiter` names who waits
     for a compaction this request needs (sessions/context/waiting.py: one waiting request per holder); None: the
     caller does not share its waits."""
+    if (patterns := capture_masking(project)) is not None:  # the project keeps no personal data
+        messages, instructions = mask_value(messages, patterns), mask_value(instructions, patterns)
     parsed = parse_batch(messages, message_format) if messages else Batch([])
     if instructions is None:
         instructions = parsed.instructions

@@ -35,6 +35,8 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
+from sessions.access.masking import mask_value
+from sessions.access.masking_policy import capture_masking
 from sessions.errors import DomainError
 from sessions.ingest.append import Batch, append_messages, compact_after_write, parse_batch
 from sessions.ingest.session_store import check_key, get_or_create_locked, update_session
@@ -121,6 +123,11 @@ def record_requests(project: Project, captured: list[CapturedRequest], actor: st
     """
     if max_messages is False:
         max_messages = settings.CTXWEB_MAX_CAPTURE_MESSAGES
+    if (patterns := capture_masking(project)) is not None:  # the project keeps no personal data
+        for request in captured:
+            request.messages, request.response, request.after = (
+                mask_value(request.messages, patterns), mask_value(request.response, patterns),
+                mask_value(request.after, patterns))
     result = RecordResult()
     by_conversation: dict[str, list[CapturedRequest]] = {}
     carried = 0

@@ -6,6 +6,8 @@ import re
 from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 
+from sessions.access.masking import mask_value
+from sessions.access.masking_policy import capture_masking
 from sessions.context.figures import refresh_input_tokens
 from sessions.db.rows import first, select
 from sessions.errors import Conflict, DomainError, NotFound
@@ -107,10 +109,15 @@ def clean_session_fields(data: dict) -> dict:
     return fields
 
 
+CAPTURED_FIELDS = ("title", "metadata", "instructions")  # the session fields masked at capture
+
+
 def update_session(project: Project, key: str, data: dict, actor: str = "system", *,
                    import_source: str | None = None) -> tuple[Session, bool]:
     """Create or update a session (PUT semantics for the fields given). Returns (session, created). An
     import names its source file (see get_or_create_locked); any other change is the application's."""
+    if (patterns := capture_masking(project)) is not None:  # the project keeps no personal data
+        data = {name: mask_value(value, patterns) if name in CAPTURED_FIELDS else value for name, value in data.items()}
     fields = clean_session_fields(data)
     with transaction.atomic():
         session, created = get_or_create_locked(project, key, actor, import_source=import_source)

@@ -5,10 +5,15 @@ gets is masked; the application's own keys get the real text; a masked key canno
 import json
 
 import pytest
+from django.utils import timezone
 
 from sessions.access.api_keys import create_api_key
 from sessions.ingest.append import append_messages
-from sessions.models import Project
+from sessions.ingest.importers import import_file
+from sessions.ingest.recorded_requests import CapturedRequest, record_requests
+from sessions.models import Message, Project, RecordedRequest, Session
+from sessions.store.project_settings import set_masking
+from sessions.wire.tokens import count_message
 from tests.api.conftest import Api, assert_error
 
 pytestmark = pytest.mark.django_db
@@ -38,11 +43,13 @@ def raw(response) -> str:
 
 def test_masking_is_off_until_the_project_turns_it_on(api, masked_api, pii):
     body = api.get("/project").json()
-    assert (body["name"], body["key_masked"], body["masking"]) == ("default", False, {"enabled": False, "patterns": []})
+    assert (body["name"], body["key_masked"], body["masking"]) == (
+        "default", False, {"enabled": False, "patterns": [], "at_capture": False})
     assert EMAIL in raw(masked_api.get("/sessions/pii/messages"))
     body = api.patch("/project", json={"masking": {"enabled": True, "patterns": [
         {"name": "order", "pattern": "W[0-9]{7}"}]}}).json()
-    assert body["masking"] == {"enabled": True, "patterns": [{"name": "order", "pattern": "W[0-9]{7}"}]}
+    assert body["masking"] == {"enabled": True, "patterns": [{"name": "order", "pattern": "W[0-9]{7}"}],
+                               "at_capture": False}
     assert Project.objects.get(name="default").masking["enabled"] is True
 
 
@@ -75,3 +82,45 @@ def test_a_masked_key_cannot_turn_masking_off(api, masked_api):
 def test_bad_masking_settings_are_refused_and_nothing_changes(api, masking, code):
     assert_error(api.patch("/project", json={"masking": masking}), 422, code)
     assert Project.objects.get(name="default").masking == {}
+
+
+def test_masking_at_capture_stores_no_personal_data_and_counts_the_masked_text(api, project):
+    api.patch("/project", json={"masking": {"at_capture": True}})
+    response = api.post("/sessions/captured/messages", json={"messages": [
+        {"role": "user", "content": f"Refund {CARD} for {EMAIL}"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "name": "refund", "arguments": json.dumps({"card": CARD, "key": SECRET})}]}]})
+    assert response.status_code == 200, response.content
+    stored = list(Message.objects.filter(session__key="captured").order_by("seq"))
+    assert stored[0].text == "Refund [card •••• 1111] for [email]"
+    assert json.loads(stored[1].tool_calls[0]["arguments"]) == {"card": "[card •••• 1111]", "key": "[secret]"}
+    for message in stored:  # the figures are the stored text's
+        assert message.tokens == count_message(message.role, message.content, message.name, message.tool_calls).total
+    # Everyone sees what was stored, the application's own key too: nothing personal is kept.
+    assert EMAIL not in raw(api.get("/sessions/captured/messages"))
+    api.put("/sessions/captured", json={"title": f"Refund for {EMAIL}", "metadata": {"email": EMAIL}})
+    session = Session.objects.get(key="captured")
+    assert (session.title, session.metadata) == ("Refund for [email]", {"email": "[email]"})
+
+
+def test_masking_at_capture_covers_recorded_requests(project):
+    set_masking(project, {"at_capture": True})
+    request = CapturedRequest(conversation="spans", external_id="s1", source="otlp", started_at=timezone.now(),
+                              messages=[{"role": "user", "content": f"I am {EMAIL}"}],
+                              response=[{"role": "assistant", "content": f"Noted, {EMAIL}."}])
+    assert record_requests(project, [request]).stored == 1
+    recorded = RecordedRequest.objects.get(session__key="spans")
+    assert recorded.messages == [{"role": "user", "content": "I am [email]"}]
+    assert [m.text for m in Message.objects.filter(session__key="spans").order_by("seq")] == [
+        "I am [email]", "Noted, [email]."]
+
+
+def test_masking_at_capture_covers_imports(project, tmp_path):
+    set_masking(project, {"at_capture": True})
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps([{"role": "user", "content": f"Write to {EMAIL}"},
+                                {"role": "assistant", "content": "Done."}]))
+    report = import_file(project, path)
+    assert report.error is None
+    assert [m.text for m in Message.objects.filter(session__project=project).order_by("seq")] == [
+        "Write to [email]", "Done."]

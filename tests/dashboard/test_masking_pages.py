@@ -152,7 +152,8 @@ def test_admins_turn_masking_on_and_set_patterns_on_the_settings_page(admin_clie
     assert response.status_code == 302
     project.refresh_from_db()
     assert project.masking == {"enabled": True, "patterns": [{"name": "member-id", "pattern": "M-[0-9]{8}"},
-                                                             {"name": "ticket", "pattern": "T[0-9]{5}"}]}
+                                                             {"name": "ticket", "pattern": "T[0-9]{5}"}],
+                               "at_capture": False}
     bad = admin_client.post(url, {"enabled": "", "patterns": "broken: (a"}, follow=True)
     assert "Not saved" in parse(bad).text()
     project.refresh_from_db()

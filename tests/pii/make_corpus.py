@@ -7,7 +7,7 @@ numbers). Masking is measured on it (tests/test_masking.py, tools/masking_report
 How: templates of messages written by hand after the shapes of tests/data's transcripts (tau-bench's
 airline and retail tool results, SWE-agent and Codex command output), filled with values generated
 from a fixed seed, so the same file comes out on every run (of the same `phonenumbers` version, whose
-example numbers it starts from): `.venv/bin/python tests/data/pii/make_corpus.py`.
+example numbers it starts from): `.venv/bin/python tests/pii/make_corpus.py`.
 The values: e-mail addresses of many shapes (plus-addressing, subdomains, non-ASCII, in JSON, Markdown
 links, headers); phone numbers of 30 countries from libphonenumber's example numbers (package
 `phonenumbers`) with new last digits, kept when still valid, written international (+, 00, 011),
