@@ -192,3 +192,17 @@ def test_the_list_shows_each_sessions_latest_verdict_and_filters_by_it(viewer_cl
     assert set(shown("?reviewed=no")) == {"run-2"}
     assert set(shown("?verdict=problem")) == {"run-0"}
     assert set(shown("?verdict=ok&meta=reward%3C1")) == {"run-1"}
+
+
+def test_two_sessions_of_a_queue_are_compared_from_its_page(viewer_client, viewer_user, project):
+    runs(project, 2)
+    queue = create_queue(project, viewer_user, "Failed", "meta=reward<1")
+    for key in ("run-0", "run-1"):
+        add_review(Session.objects.get(key=key), viewer_user, "problem", queue=queue)
+    page = parse(viewer_client.get(reverse("queue", args=[queue.pk])))
+    form = page.one("form", id="compare-reviewed")
+    assert form.get("action") == reverse("compare_ticked")
+    ticks = [box.get("value") for box in page.find_all("input", cls="pick") if box.get("form") == "compare-reviewed"]
+    assert len(ticks) == 2
+    response = viewer_client.post(reverse("compare_ticked"), {"session": ticks}, follow=True)
+    assert "first differ" in parse(response).one(cls="compare-verdict").text()
