@@ -20,12 +20,14 @@ from sessions.store.project_settings import masked_viewers, reveal_to, set_maski
 from sessions.store.review_queues import (
     claim_of,
     create_queue,
+    latest_reviews,
     next_in_queue,
+    project_queues,
     queue_progress,
     release_claim,
     reviews_csv_response,
 )
-from sessions.store.reviews import add_review
+from sessions.store.reviews import add_review, session_reviews
 
 SEQS = re.compile(r"[\s,;#]+")
 RECENT = 50  # of a queue's reviews on its page; the CSV has them all
@@ -55,7 +57,7 @@ def queue_of(request: HttpRequest, session, queue_id) -> object | None:
 def review_panel(request: HttpRequest, session) -> dict:
     """What the session page's review panel shows: the session's reviews, and the queue it is reviewed in
     (`?queue=ID`) with the reviewer's claim on it."""
-    reviews = list(session.reviews.select_related("queue").order_by("-created_at", "-pk"))
+    reviews = session_reviews(session, newest_first=True)
     queue = queue_of(request, session, request.GET.get("queue"))
     may_reveal = access.can(request.user, session.project, "edit_messages")
     return {"reviews": reviews, "review_queue": queue,
@@ -101,9 +103,9 @@ def queue_next(request: HttpRequest, queue_id: int) -> HttpResponse:
     queue = access.get_queue_for(request.user, queue_id, "review")
     left = request.POST.get("leave", "")
     if left:
-        for session in queue.project.sessions.filter(key=left)[:1]:
-            release_claim(queue, session, request.user)
-            flash.info(request, f"{session.key} is back in the queue for someone else.")
+        session = access.get_session_for(request.user, queue.project.name, left, "review")
+        release_claim(queue, session, request.user)
+        flash.info(request, f"{session.key} is back in the queue for someone else.")
         return redirect("queue", queue_id=queue.pk)
     return _next(request, queue)
 
@@ -127,7 +129,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
             return redirect(reverse("queues") + "?" + urlencode(kept))
         flash.success(request, f"Queue “{queue.name}” made.")
         return redirect("queue", queue_id=queue.pk)
-    queues = [(queue, queue_progress(queue)) for p in projects for queue in p.review_queues.select_related("project").order_by("name")]
+    queues = [(queue, queue_progress(queue)) for p in projects for queue in project_queues(p)]
     return render(request, "sessions/queues.html", {
         "queues": queues, "managed": managed, "filter": request.GET.get("filter", "").lstrip("?"),
         "chosen_project": request.GET.get("project", ""),
@@ -141,7 +143,7 @@ def queue_detail(request: HttpRequest, queue_id: int) -> HttpResponse:
     reviews, "Next" and the CSV of its reviews."""
     queue = access.get_queue_for(request.user, queue_id, "view")
     progress = queue_progress(queue)
-    recent = list(Review.objects.filter(queue=queue).select_related("session").order_by("-created_at", "-pk")[:RECENT])
+    recent = latest_reviews(queue, RECENT)
     return render(request, "sessions/queue.html", {
         "queue": queue, "progress": progress, "recent": recent,
         "can_review": access.can(request.user, queue.project, "review"),

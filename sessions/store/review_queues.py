@@ -238,6 +238,11 @@ def queue_progress(queue: ReviewQueue, now: datetime | None = None) -> QueueProg
     )
 
 
+def latest_reviews(queue: ReviewQueue, limit: int) -> list[Review]:
+    """The queue's newest reviews, with their sessions."""
+    return list(Review.objects.filter(queue=queue).select_related("session").order_by("-created_at", "-pk")[:limit])
+
+
 # --- the CSV of a queue's reviews -------------------------------------------------------------------
 
 CSV_COLUMNS = ("session", "title", "verdict", "labels", "score", "comment", "seqs", "reviewer", "created_at")

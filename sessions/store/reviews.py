@@ -149,6 +149,7 @@ def add_review(session: Session, who, verdict, labels=None, score=None, comment=
     return review
 
 
-def session_reviews(session: Session) -> QuerySet:
-    """The session's reviews, oldest first, with their queues and authors."""
-    return session.reviews.select_related("queue", "author").order_by("created_at", "pk")
+def session_reviews(session: Session, *, newest_first: bool = False) -> QuerySet:
+    """The session's reviews, oldest (or newest) first, with their queues and authors."""
+    order = ("-created_at", "-pk") if newest_first else ("created_at", "pk")
+    return session.reviews.select_related("queue", "author").order_by(*order)
