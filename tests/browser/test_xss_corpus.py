@@ -70,8 +70,10 @@ INSPECT = r"""() => {
     for (const attr of el.attributes) {
       const name = attr.name.toLowerCase();
       if (name.startsWith("on") || name.includes("hx-on")) { problems.push("handler " + describe(el)); }
-      // The What if… panel's own buttons post its fields to a same-origin path of ours.
-      const ownFormaction = name === "formaction" && tag === "button" && el.id.startsWith("what-if-")
+      // The What if… panel's own buttons, and the list's "Compare the two ticked", post their form's fields
+      // to a same-origin path of ours.
+      const ownFormaction = name === "formaction" && tag === "button"
+        && (el.id.startsWith("what-if-") || el.id === "compare-ticked")
         && attr.value.startsWith("/") && !attr.value.startsWith("//");
       if (name === "srcdoc" || (name === "formaction" && !ownFormaction)) { problems.push(name + " " + describe(el)); }
       if (name === "autofocus" && !(tag === "input" && el.name === "q")) { problems.push("autofocus " + describe(el)); }
