@@ -62,6 +62,8 @@ class Project(models.Model):
     # Personal data shown masked to viewers (sessions/access/masking_policy.py): {"enabled": bool,
     # "patterns": [{"name", "pattern"}]}; empty: off.
     masking = models.JSONField(default=dict, blank=True)
+    # Literals no summary may lose (sessions/context/pinned.py): [{"name", "pattern" | "value"}].
+    pinned_facts = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -83,6 +85,7 @@ class Session(models.Model):
     keep_recent_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     auto_compact = models.BooleanField(null=True, blank=True)
     summarizer = models.CharField(max_length=50, blank=True, default="")
+    pinned_facts = models.JSONField(default=list, blank=True)  # besides the project's (sessions/context/pinned.py)
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

@@ -34,6 +34,17 @@ def covered_facts(session: Session, first_seq: int, last_seq: int, summary: str)
     return report(summary, rows)
 
 
+def covered_message_texts(session: Session, first_seq: int, last_seq: int):
+    """The texts (and tool calls' arguments) of the messages first_seq..last_seq the model saw, read in
+    chunks: what a run with a supplied summary covers, for its pinned facts (sessions/context/pinned.py)."""
+    rows = (visible_messages(session, first_seq - 1, as_of=last_seq).only("session_id", "seq", "text", "tool_calls")
+            .iterator(chunk_size=FACTS_CHUNK))
+    for row in rows:
+        yield row.text or ""
+        for call in row.tool_calls or ():
+            yield str(call.get("arguments", ""))
+
+
 def store_checkpoint(
     session: Session, *, extra_tokens: int = 0, facts: FactReport | None = None, **fields
 ) -> tuple[Checkpoint, int]:

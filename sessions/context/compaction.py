@@ -18,7 +18,7 @@ from django.db.models import F, Min, Q, Sum, TextField
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from sessions.context.checkpoints import covered_facts, store_checkpoint
+from sessions.context.checkpoints import covered_facts, covered_message_texts, store_checkpoint
 from sessions.context.facts import report
 from sessions.context.model_input import (
     Layout,
@@ -27,6 +27,7 @@ from sessions.context.model_input import (
     summary_message_tokens,
     visible_messages,
 )
+from sessions.context.pinned import line_tokens, missing_from, pinned_line, pinned_literals, pinned_of
 from sessions.context.summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from sessions.db.messages import StoredBytes
 from sessions.errors import DomainError
@@ -45,6 +46,7 @@ from sessions.store.event_types import (
     CompactionFailed,
     CompactionSkipped,
     CompactionStarted,
+    PinnedAdded,
 )
 from sessions.store.events import event_data, record
 from sessions.store.leases import pulse
@@ -386,6 +388,18 @@ def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
     )
 
 
+def covered_texts(session: Session, plan: Plan, covered: list[Message]):
+    """The texts of the covered messages (their tool calls' arguments too), from `covered` when they were
+    read, else from the database chunk by chunk (a supplied summary reads nothing else)."""
+    if covered:
+        for message in covered:
+            yield message.text or ""
+            for call in message.tool_calls or ():
+                yield str(call.get("arguments", ""))
+        return
+    yield from covered_message_texts(session, plan.first_seq, plan.last_seq)
+
+
 def read_covered(session: Session, plan: Plan) -> list[Message]:
     """The covered messages the model would have seen, with what a summarizer reads of them. Fetched in
     chunks over the planned range only, so a run holds no more than its budget of content."""
@@ -489,18 +503,32 @@ def run_attempt(
             ))
             return Outcome("skipped", plan, reason=skip, events=[started, event])
         covered = [] if summary is not None else read_covered(session, plan)
+        pins = pinned_of(session)
 
     # 2. Summarize, outside any transaction (each step renews the run's lease when due: leases.pulse).
     pulse()
     previous = plan.base.summary if plan.base else ""
+    # The pinned literals of what the checkpoint covers (the previous summary carries those before it):
+    # their Pinned: line's tokens are set aside from the summarizer's budget (sessions/context/pinned.py).
+    pinned = pinned_literals(pins, [previous, *covered_texts(session, plan, covered)]) if pins else []
+    set_aside = line_tokens(pinned)
     if summary is None:
+        budget = summary_budget(plan)
+        if set_aside > budget:
+            return _finish_failed(run, actor, trigger, plan, started, (
+                f"the {len(pinned)} pinned value{'s' if len(pinned) != 1 else ''} of the messages this run would cover "
+                f"({set_aside} tokens) do not fit the summary's limit of {budget} tokens; nothing was dropped "
+                f"(sessions/context/pinned.py: pin fewer values, or let a run cover more)"))
         try:
-            summary = summarize(compaction.summarizer, previous, covered, summary_budget(plan))
+            summary = summarize(compaction.summarizer, previous, covered, budget - set_aside)
         except SummarizerError as exc:
             return _finish_failed(run, actor, trigger, plan, started, str(exc))
     if not summary.strip():
         return _finish_failed(run, actor, trigger, plan, started, "the summarizer returned no text")
     summary = summary.strip()
+    added = missing_from(summary, pinned)
+    if added:  # what the summary does not carry of the pinned values is added back
+        summary = summary + "\n" + pinned_line(added)
     summary_tokens = summary_message_tokens(summary, plan.last_seq)
     # What the summary keeps of the covered messages' facts, found outside any lock; a supplied summary
     # read none of them, so they are read here, chunk by chunk.
@@ -556,6 +584,8 @@ def run_attempt(
             budget_reached=plan.budget_reached,
             run=started.pk,
             lost_count=checkpoint.facts_lost,
+            pinned_added=PinnedAdded(values=[literal for _, literal in added], tokens=line_tokens(added))
+            if added else None,
         ))
         outcome.events = [started, event]
         return outcome

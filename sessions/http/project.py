@@ -3,6 +3,7 @@
 
 from ninja import Router
 
+from sessions.context.pinned import clean_pinned, set_pinned_facts
 from sessions.errors import DomainError
 from sessions.http import schemas as s
 from sessions.http.common import ERRORS, WRITE_ERRORS, link, links, project
@@ -15,6 +16,7 @@ FORBIDDEN = {**WRITE_ERRORS, 403: s.ErrorOut}
 def _out(request, here) -> dict:
     masking = here.masking or {}
     return {"name": here.name, "title": here.title, "key_masked": request.auth.masked,
+            "pinned_facts": here.pinned_facts or [],
             "masking": {"enabled": bool(masking.get("enabled")), "patterns": masking.get("patterns", []),
                         "at_capture": bool(masking.get("at_capture"))}}
 
@@ -26,13 +28,18 @@ def get_project(request):
 
 
 @router.patch("/project", response={200: s.ProjectOut, **FORBIDDEN},
-              summary="Turn masking of personal data on or off, and set the project's own patterns",
+              summary="Change the project's masking of personal data (on or off, its own patterns, at capture) and its "
+                      "pinned facts",
               openapi_extra=links(200, GetProject=link("get_project")))
 def change_project(request, body: s.ProjectPatchIn):
-    """Only the keys given change; the patterns are checked whole (RE2, at most 20). A masked key may not
+    """Only the keys given change; everything is checked before anything is stored. A masked key may not
     change masking (403): it would unmask its own answers."""
-    if request.auth.masked:
-        raise DomainError("a masked API key cannot change the project's masking", code="forbidden", status=403)
     here = project(request)
-    changes = body.masking.model_dump(exclude_none=True)
-    return _out(request, set_masking(here, changes))
+    if body.masking is not None:
+        if request.auth.masked:
+            raise DomainError("a masked API key cannot change the project's masking", code="forbidden", status=403)
+        pinned = clean_pinned(body.pinned_facts) if body.pinned_facts is not None else None  # all checked first
+        set_masking(here, body.masking.model_dump(exclude_none=True))
+    if body.pinned_facts is not None:
+        set_pinned_facts(here, body.pinned_facts if body.masking is None else pinned)
+    return _out(request, here)

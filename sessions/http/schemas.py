@@ -81,6 +81,7 @@ class SessionOut(Schema):
     instructions: str
     instructions_tokens: int
     compaction: CompactionSettingsOut
+    pinned_facts: list[dict[str, str]] = Field(description="its own pinned facts (the project's apply too)")
     message_count: int
     raw_tokens: int = Field(description="tokens of every stored message")
     model_input_tokens: int = Field(alias="input_tokens", description="tokens of the model input as built now")
@@ -436,7 +437,10 @@ class MaskingIn(Strict):
 
 
 class ProjectPatchIn(Strict):
-    masking: MaskingIn
+    masking: MaskingIn | None = None
+    pinned_facts: list[dict[str, StrictStr]] | None = Field(None, max_length=20, description=(
+        "literals no summary of the project's sessions may lose: each {\"name\", \"pattern\"} (RE2) or "
+        "{\"name\", \"value\"}; replaces the list"))
 
 
 class MaskingOut(Schema):
@@ -450,6 +454,7 @@ class ProjectOut(Schema):
     title: str
     masking: MaskingOut = Field(description="personal data shown masked to viewers and masked API keys")
     key_masked: bool = Field(description="this API key's answers are masked when masking is enabled")
+    pinned_facts: list[dict[str, str]] = Field(description="literals no summary of the project's sessions may lose")
 
 
 class TokensOut(Schema):

@@ -9,6 +9,7 @@ from django.utils import timezone
 from sessions.access.masking import mask_value
 from sessions.access.masking_policy import capture_masking
 from sessions.context.figures import refresh_input_tokens
+from sessions.context.pinned import clean_pinned
 from sessions.db.rows import first, select
 from sessions.errors import Conflict, DomainError, NotFound
 from sessions.models import SESSION_KEY_RE, SESSION_KEY_RULE, Project, Role, Session
@@ -102,6 +103,8 @@ def clean_session_fields(data: dict) -> dict:
     value for the fields given."""
     given = {name: value for name, value in data.items() if value is not None}
     fields = validated(SessionIn, given).model_dump(exclude_unset=True)
+    if "pinned_facts" in fields:
+        fields["pinned_facts"] = clean_pinned(fields["pinned_facts"])
     compaction = fields.pop("compaction", None) or {}
     renamed = {"auto": "auto_compact"}
     for name, value in compaction.items():

@@ -50,7 +50,8 @@ class SessionCreated(EventData):
     key: str
 
 
-SessionField = Literal["title", "metadata", "instructions", "max_tokens", "keep_recent_tokens", "auto_compact", "summarizer"]
+SessionField = Literal["title", "metadata", "instructions", "max_tokens", "keep_recent_tokens", "auto_compact", "summarizer",
+                       "pinned_facts"]
 
 
 class SessionUpdated(EventData):
@@ -201,6 +202,13 @@ class CompactionStarted(CompactionFigures):
     type = EventType.COMPACTION_STARTED
 
 
+class PinnedAdded(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    values: list[str] = Field(description="the pinned values the summary did not carry, added on its Pinned: line")
+    tokens: int = Field(description="the tokens that line added to the summary")
+
+
 class CompactionCompleted(CompactionFigures):
     type = EventType.COMPACTION_COMPLETED
 
@@ -219,6 +227,10 @@ class CompactionCompleted(CompactionFigures):
     lost_count: int | Absent = absent_when_none(
         "salient literals (ids, amounts, dates, names, ...) of the covered messages that the summary does not "
         "carry (sessions/context/facts.py); none in events recorded before it was counted"
+    )
+    pinned_added: PinnedAdded | Absent = absent_when_none(
+        "the pinned values (sessions/context/pinned.py) the summary did not carry, added back on a Pinned: line; "
+        "none when it carried them all or nothing was pinned"
     )
 
 

@@ -335,6 +335,10 @@ class SessionIn(Strict):
     metadata: JsonObject | None = None
     instructions: Text | None = Field(None, description="the current system prompt, rebuilt for every request")
     compaction: CompactionSettingsIn | None = None
+    pinned_facts: list[dict[str, StrictStr]] | None = Field(None, max_length=20, description=(
+        "literals no summary of this session may lose, besides the project's: each {\"name\", \"pattern\"} (an RE2 "
+        "regular expression) or {\"name\", \"value\"} (a literal); a checkpoint whose summary lacks one gets a "
+        "Pinned: line with it (sessions/context/pinned.py)"))
 
 
 class CompactIn(Strict):
