@@ -41,6 +41,7 @@ session_patterns = [
     path("tags/", views.tags_set, name="tags_set"),
     path("reviews/", review_views.review_add, name="review_add"),
     path("reveal/", review_views.reveal, name="reveal"),
+    path("pinned-facts/", review_views.session_pinned_facts, name="pinned_facts"),
 ]
 
 urlpatterns = [

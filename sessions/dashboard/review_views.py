@@ -14,8 +14,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from sessions.access import permissions as access
+from sessions.context.pinned import clean_pinned, set_pinned_facts
 from sessions.errors import DomainError
+from sessions.ingest.session_store import update_session
 from sessions.models import Review
+from sessions.store.events import actor
 from sessions.store.project_settings import masked_viewers, reveal_to, set_masking
 from sessions.store.review_queues import (
     claim_of,
@@ -177,14 +180,16 @@ def patterns_from(text: str) -> list[dict]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def project_settings(request: HttpRequest, project: str) -> HttpResponse:
-    """A project's settings for its admins: masking of personal data for viewers."""
+    """A project's settings for its admins: masking of personal data for viewers, and its pinned facts."""
     here = access.get_project_for(request.user, project, "manage_members")
     typed = None
     if request.method == "POST":
         typed = request.POST.get("patterns", "")
         try:
+            pins = clean_pinned(pinned_from(request.POST.get("pinned", "")))  # checked before anything is saved
             set_masking(here, {"enabled": request.POST.get("enabled") == "1", "patterns": patterns_from(typed),
                                "at_capture": request.POST.get("at_capture") == "1"})
+            set_pinned_facts(here, pins)
         except DomainError as exc:
             flash.error(request, f"Not saved: {exc.detail}")
         else:
@@ -194,6 +199,7 @@ def project_settings(request: HttpRequest, project: str) -> HttpResponse:
     return render(request, "sessions/project_settings.html", {
         "project": here, "masking": here.masking or {},
         "patterns": typed if typed is not None else patterns_text(here.masking),
+        "pinned": request.POST.get("pinned", "") if typed is not None else pinned_text(here.pinned_facts),
     })
 
 
@@ -209,3 +215,41 @@ def reveal(request: HttpRequest, project: str, key: str) -> HttpResponse:
     else:
         flash.success(request, f"{viewer.get_username()} now sees this session's personal data unmasked.")
     return redirect(session.get_absolute_url() + "#reviews")
+
+
+# --- pinned facts -------------------------------------------------------------------------------------
+
+
+def pinned_text(items: list[dict]) -> str:
+    """Pinned facts as the dashboard's boxes hold them: `name: /pattern/` or `name: value`, one a line."""
+    return "\n".join(f"{item['name']}: /{item['pattern']}/" if "pattern" in item else f"{item['name']}: {item['value']}"
+                     for item in items or ())
+
+
+def pinned_from(text: str) -> list[dict]:
+    found = []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        name, _, rest = line.partition(":")
+        rest = rest.strip()
+        if len(rest) >= 2 and rest.startswith("/") and rest.endswith("/"):
+            found.append({"name": name.strip(), "pattern": rest[1:-1]})
+        else:
+            found.append({"name": name.strip(), "value": rest})
+    return found
+
+
+@login_required
+@require_POST
+def session_pinned_facts(request: HttpRequest, project: str, key: str) -> HttpResponse:
+    """Set the session's own pinned facts (editors), as PUT /sessions/{key} does."""
+    session = access.get_session_for(request.user, project, key, "compact")
+    try:
+        update_session(session.project, session.key, {"pinned_facts": pinned_from(request.POST.get("pinned", ""))},
+                       actor(request))
+    except DomainError as exc:
+        flash.error(request, f"Not saved: {exc.detail}")
+    else:
+        flash.success(request, "Pinned facts saved: the next checkpoints carry them.")
+    return redirect(session.get_absolute_url() + "#pinned-facts")

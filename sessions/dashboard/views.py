@@ -45,7 +45,7 @@ from sessions.dashboard.inspection import (
 )
 from sessions.dashboard.preferences import open_panels
 from sessions.dashboard.request_timeline import request_diff, request_timeline
-from sessions.dashboard.review_views import review_panel
+from sessions.dashboard.review_views import pinned_text, review_panel
 from sessions.errors import DomainError
 from sessions.ingest.message_edits import update_message
 from sessions.ingest.next_request import sent_request
@@ -165,6 +165,8 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
     events, more_events = newest_events(session)
     return render(request, "sessions/detail.html", {
         **review_panel(request, session),
+        "pinned_text": pinned_text(session.pinned_facts),
+        "pinned_count": len(session.project.pinned_facts or ()) + len(session.pinned_facts or ()),
         "masked": request_masking(request) is not None,
         "session_notes": session_notes(session),
         "tags": tag_names(session),

@@ -56,6 +56,7 @@ def _actions(story, note, api_key):
         (reverse("compare_ticked"), {"session": [str(s.pk), str(s.pk)]}),
         (reverse("review_add", args=["default", s.key]), {"verdict": "problem"}),
         (reverse("reveal", args=["default", s.key]), {"viewer": "viewer"}),
+        (reverse("pinned_facts", args=["default", s.key]), {"pinned": "order id: /W[0-9]{7}/"}),
         (reverse("project_settings", args=["default"]), {"enabled": "1"}),
         (reverse("queues"), {"project": "default", "name": "anonymous queue"}),
         (reverse("queue_next", args=[1]), {}),

@@ -182,6 +182,7 @@ ROUTES = {
     "queue_next": Write(VIEWER, lambda w: [{}]),  # claims the queue's next session for the reviewer
     "project_settings": Write(ADMIN, lambda w: [{"enabled": "1", "patterns": "member: M-[0-9]{8}"}], post_only=False),
     "reveal": Write(EDITOR, lambda w: [{"viewer": w.users[VIEWER].username}]),
+    "pinned_facts": Write(EDITOR, lambda w: [{"pinned": "order id: /W[0-9]{7}/"}]),
     "review_add": Write(VIEWER, lambda w: [{"verdict": "problem", "comment": "crafted", "seqs": "1"}]),
     "compare_ticked": Special("test_comparing_the_ticked_sessions_changes_nothing_and_needs_the_csrf_token"),
     "session_compact": Write(EDITOR, lambda w: [{"force": "1"}]),
