@@ -24,7 +24,10 @@ from tests.masking_corpus import KINDS, corpus, score, tau_bench_messages, trans
 OVERALL_FLOOR = {"precision": 0.98, "recall": 0.98}
 KIND_FLOOR = {"precision": 0.95, "recall": 0.95}
 # Masking 1,000 tau-bench messages takes about 0.1 s here; this only catches a cost grown twentyfold.
-SECONDS_PER_1000_MESSAGES = 2.0
+# Bounds that only a blow-up crosses (backtracking, a quadratic scan: minutes), not a busy machine: the
+# figures are measured by tools/masking_report.py and `make bench`, not by these tests.
+SECONDS_PER_1000_MESSAGES = 30.0
+BLOW_UP_SECONDS = 30.0
 
 
 def kinds(text: str) -> list[tuple[str, str]]:
@@ -303,7 +306,7 @@ def test_a_catastrophic_pattern_costs_linear_time():
     text = "a" * 50_000 + "!"
     started = time.perf_counter()
     assert find_personal_data(text, [pattern]) == []
-    assert time.perf_counter() - started < 1.0  # backtracking `re` would not finish
+    assert time.perf_counter() - started < BLOW_UP_SECONDS  # backtracking `re` would not finish
 
 
 @pytest.mark.parametrize("items, message", [
@@ -349,7 +352,7 @@ def test_twenty_patterns_of_500_characters_are_allowed():
 def test_no_text_of_200_kb_takes_long(text):
     started = time.perf_counter()
     find_personal_data(text)
-    assert time.perf_counter() - started < 3.0  # under 0.5 s each here
+    assert time.perf_counter() - started < BLOW_UP_SECONDS  # under 0.5 s each here
 
 
 def test_precision_and_recall_on_the_labelled_corpus():
