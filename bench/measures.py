@@ -30,6 +30,8 @@ from sessions.access.members import set_member
 from sessions.context.compaction import RunBudget, plan_compaction, resolve_settings
 from sessions.context.figures import refresh_input_tokens
 from sessions.context.model_input import build_model_input, summary_message_tokens
+from sessions.ingest.context_check import Settings as CheckSettings
+from sessions.ingest.context_check import check_messages
 from sessions.models import MODEL_FIELDS, Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
 from sessions.store.project_settings import reveal_to, set_masking
 from sessions.store.search import SearchFilters, search_messages
@@ -39,7 +41,7 @@ from sessions.wire.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
 MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "masking", "search",
-                "plan", "list", "import")
+                "plan", "list", "import", "context_check")
 BATCH = 100
 # The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
 # after this many seconds, as an LLM would, so appends overlap running compactions.
@@ -788,6 +790,28 @@ class Bench:
                                    [medians[f"{what} masked"] / medians[what]])
         finally:
             set_masking(project, {"enabled": False})
+
+    def measure_context_check(self) -> None:
+        """A context check (issue 41 item 5): a 1,000-turn conversation replayed message by message through
+        the extractive summarizer's compaction, on a scratch copy, with a value pinned in its fourth turn."""
+        messages = []
+        for n in range(1000):
+            planted = " My booking reference is QX7T2M." if n == 3 else ""
+            messages += [{"role": "user", "content": f"Turn {n}: where is my parcel?{planted} " + "detail " * 20},
+                         {"role": "assistant", "content": f"Answer {n}: on its way. " + "words " * 20}]
+        settings = CheckSettings(max_tokens=4000, keep_recent_tokens=1000, expect=["QX7T2M"],
+                                 pinned_facts=[{"name": "booking", "pattern": "[A-Z0-9]{6}"}])
+        reports = []
+
+        def run():
+            reports.append(check_messages("bench", messages, settings))
+
+        samples = timed(run, max(3, self.sizes.reps // 5), warmup=1)
+        last = reports[-1]
+        self.report.check("context check: the pinned value survives", last.passed and last.checkpoints > 10,
+                          f"{last.as_dict()['facts'][:2]}, {last.checkpoints} checkpoints")
+        self.report.figure(f"context check: 1,000 turns ({last.messages:,} messages, {last.checkpoints} checkpoints)",
+                           "ms", ms(samples))
 
     def measure_search(self) -> None:
         built = self.big()

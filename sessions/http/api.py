@@ -6,6 +6,7 @@ from ninja import Router
 from sessions.http import (
     compactions,
     compare,
+    context_checks,
     keys,
     messages,
     model_input,
@@ -16,5 +17,6 @@ from sessions.http import (
 )
 
 router = Router()
-for resource in (sessions, messages, model_input, compactions, keys, project, requests, compare, reviews):
+for resource in (sessions, messages, model_input, compactions, context_checks, keys, project, requests, compare,
+                 reviews):
     router.add_router("", resource.router)

@@ -457,6 +457,45 @@ class ProjectOut(Schema):
     pinned_facts: list[dict[str, str]] = Field(description="literals no summary of the project's sessions may lose")
 
 
+# --- context checks --------------------------------------------------------------------------------
+
+
+class ContextCheckIn(Strict):
+    messages: list[dict[str, Any]] | None = Field(None, max_length=5000, description=(
+        "the conversation, in `format`; or name an existing session with `session`"))
+    format: Literal["ctxweb", "openai", "anthropic", "openai-responses"] = "ctxweb"
+    system: Any = Field(None, description="anthropic format: the instructions")
+    session: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = Field(
+        None, description="check this session of the key's project instead of `messages`")
+    pinned_facts: list[dict[str, StrictStr]] | None = Field(None, max_length=20, description=(
+        "{\"name\", \"pattern\"} (RE2) or {\"name\", \"value\"}, as on PUT /sessions/{key}"))
+    expect: list[Annotated[StrictStr, Field(min_length=1, max_length=200)]] | None = Field(
+        None, max_length=100, description="literals that must survive")
+    max_tokens: Annotated[StrictInt, Field(ge=1, le=100_000_000)] | None = None
+    keep_recent_tokens: Annotated[StrictInt, Field(ge=0, le=100_000_000)] | None = None
+    summarizer: Literal["extractive", "openai"] | None = None
+
+
+class ContextCheckFactOut(Schema):
+    name: str = Field(description="the pinned fact's name, or the expected literal")
+    literal: str
+    first_seq: int | None = Field(description="the first message holding it; null: no message does (a failure)")
+    passed: bool
+    lost_count: int = Field(description="model inputs after its first message that do not carry it")
+    lost_at: list[int] = Field(description="the first 50 of them, by the message they are as of")
+    lost_by: list[int] = Field(description="the checkpoints (numbers) whose summaries lost it")
+
+
+class ContextCheckOut(Schema):
+    conversation: str
+    passed: bool = Field(description="every named fact survived")
+    messages: int = Field(description="messages replayed")
+    checkpoints: int = Field(description="checkpoints the replay made")
+    failed_runs: list[str] = Field(description="compactions of the replay that failed, with why")
+    facts: list[ContextCheckFactOut]
+    seconds: float
+
+
 class TokensOut(Schema):
     total: int
     messages: list[int]

@@ -44,7 +44,7 @@ LABELS = [
     "GET /api/v1/compare",
     "GET /api/v1/sessions/{key}/reviews", "POST /api/v1/sessions/{key}/reviews", "GET /api/v1/queues",
     "POST /api/v1/queues", "GET /api/v1/queues/{queue_id}", "POST /api/v1/queues/{queue_id}/next",
-    "GET /api/v1/project", "PATCH /api/v1/project",
+    "GET /api/v1/project", "PATCH /api/v1/project", "POST /api/v1/context-checks",
 ]
 SESSION_LABELS = [label for label in LABELS if "{key}" in label]
 MODES = [pytest.param(GenerationMode.POSITIVE, id="positive"), pytest.param(GenerationMode.NEGATIVE, id="negative")]

@@ -263,3 +263,19 @@ def test_compaction_requests_are_not_retried(live_server, api_secret):
             client.compact("w", force=True)
 
     assert proxy.forwarded.count("POST /api/v1/sessions/w/compact") == 1
+
+
+def test_check_context_on_a_real_tau_bench_run_fails_without_the_pin_and_passes_with_it(client):
+    """Issue 41: the context check through the client, as a test in an application's own repository would
+    run it (docs/compaction.md, "A context check in your tests")."""
+    import json
+    from pathlib import Path
+
+    run = json.loads((Path(__file__).resolve().parents[1] / "data" / "transcripts" / "openai-chat"
+                      / "tau-bench-gpt-4o-airline.json").read_text())[6]["traj"]
+    settings = {"max_tokens": 1500, "keep_recent_tokens": 300, "expect": ["Denver"]}
+    lost = client.check_context(messages=run, format="openai", **settings)
+    assert not lost.passed and [f.literal for f in lost.lost] == ["Denver"] and lost.lost[0].lost_by == [1, 2]
+    kept = client.check_context(messages=run, format="openai", **settings,
+                                pinned_facts=[{"name": "city", "pattern": '"city": "[A-Z][a-z]+"'}])
+    assert kept.passed and kept.checkpoints == lost.checkpoints

@@ -27,6 +27,8 @@ READS = {
     client.RecordedRequestSummary: "RecordedRequestSummaryOut",
     client.RecordedRequestPage: "RecordedRequestListOut",
     client.RecordedRequest: "RecordedRequestOut",
+    client.ContextCheck: "ContextCheckOut",
+    client.ContextCheckFact: "ContextCheckFactOut",
 }
 CLIENT_ONLY = {client.Session: {"created"}}  # what the client adds from the response's status
 

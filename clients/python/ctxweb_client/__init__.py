@@ -40,7 +40,7 @@ __all__ = [
     "AppendResult", "AppendedMessage", "AuthenticationError", "Checkpoint", "Client", "Compaction",
     "ConflictError", "ConnectionFailed", "CtxwebError", "Event", "EventPage", "Message", "MessagePage",
     "ModelInput", "NotFoundError", "Omission", "PayloadTooLargeError", "ServerError", "Session",
-    "SessionPage", "Timeout", "TokenCount", "ValidationError",
+    "SessionPage", "Timeout", "TokenCount", "ValidationError", "ContextCheck", "ContextCheckFact",
 ]
 
 RETRYABLE_STATUS = {502, 503, 504}
@@ -139,6 +139,7 @@ class Session:
     last_activity_at: datetime
     source: str = "api"  # requests (rebuilt from recorded requests) | import | api
     request_count: int = 0  # recorded requests it was rebuilt from
+    pinned_facts: list[dict[str, str]] = field(default_factory=list)  # literals no summary may lose
     created: bool = False  # put_session: whether this call created it
 
 
@@ -392,6 +393,37 @@ class TokenCount:
     messages: list[int]
 
 
+@dataclass
+class ContextCheckFact:
+    """One pinned or expected literal of a context check: where it first appears, and what lost it."""
+
+    name: str
+    literal: str
+    first_seq: int | None
+    passed: bool
+    lost_count: int
+    lost_at: list[int]
+    lost_by: list[int]
+
+
+@dataclass
+class ContextCheck:
+    """A context check (POST /context-checks): `passed` when every named fact survived every model input
+    after its first message."""
+
+    conversation: str
+    passed: bool
+    messages: int
+    checkpoints: int
+    failed_runs: list[str]
+    facts: list[ContextCheckFact]
+    seconds: float
+
+    @property
+    def lost(self) -> list[ContextCheckFact]:
+        return [fact for fact in self.facts if not fact.passed]
+
+
 # --- the client ----------------------------------------------------------------------------------
 
 
@@ -500,10 +532,13 @@ class Client:
     # --- sessions --------------------------------------------------------------------------------
 
     def put_session(self, key: str, *, title: str | None = None, metadata: dict | None = None,
-                    instructions: str | None = None, compaction: dict | None = None) -> Session:
-        """Create or update a session; only the fields given change. `.created` tells which."""
+                    instructions: str | None = None, compaction: dict | None = None,
+                    pinned_facts: list[dict] | None = None) -> Session:
+        """Create or update a session; only the fields given change. `.created` tells which. `pinned_facts`:
+        literals no summary may lose ({"name", "pattern"} or {"name", "value"})."""
         body = {name: value for name, value in (("title", title), ("metadata", metadata),
-                ("instructions", instructions), ("compaction", compaction)) if value is not None}
+                ("instructions", instructions), ("compaction", compaction), ("pinned_facts", pinned_facts))
+                if value is not None}
         status, data = self._request("PUT", self._key(key), body, retries=self.retries)
         session = _build(Session, data)
         session.created = status == 201
@@ -644,6 +679,22 @@ class Client:
         """Tokens of an OpenAI-format message list, in total and per message."""
         data = self._request("POST", "/tokens", {"messages": messages}, retries=self.retries)[1]
         return TokenCount(data["total"], data["messages"])
+
+    def check_context(self, *, messages: list[dict] | None = None, session: str | None = None,
+                      format: str = "ctxweb", system=None, pinned_facts: list[dict] | None = None,
+                      expect: list[str] | None = None, max_tokens: int | None = None,
+                      keep_recent_tokens: int | None = None, summarizer: str | None = None) -> ContextCheck:
+        """Replay `messages` (in `format`), or the existing `session`, through ctxweb's compaction on a scratch
+        copy that stores nothing, and report whether every pinned fact (`{"name", "pattern"}` or
+        `{"name", "value"}`) and every `expect` literal survived. A check in a test: `assert check.passed`."""
+        body = {"messages": messages, "session": session, "format": format, "system": system,
+                "pinned_facts": pinned_facts, "expect": expect, "max_tokens": max_tokens,
+                "keep_recent_tokens": keep_recent_tokens, "summarizer": summarizer}
+        data = self._request("POST", "/context-checks", {k: v for k, v in body.items() if v is not None},
+                             retries=self.retries)[1]
+        check = _build(ContextCheck, {**data, "facts": []})
+        check.facts = [_build(ContextCheckFact, fact) for fact in data.get("facts", [])]
+        return check
 
     # --- checkpoints, events, export -------------------------------------------------------------
 
