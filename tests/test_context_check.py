@@ -104,3 +104,20 @@ def test_a_thousand_turns_replay_in_a_few_seconds(project):
         max_tokens=4000, keep_recent_tokens=1000, expect=["QX7T2M"],
         pinned_facts=[{"name": "booking", "pattern": "[A-Z0-9]{6}"}]))
     assert report.messages == 2000 and report.checkpoints > 10 and report.passed, report.as_dict()
+
+
+def test_with_the_openai_summarizer_the_check_calls_the_configured_endpoint(project, openai_stub):
+    """The stub's summary carries nothing: an expected literal is lost, a pinned one is added back."""
+    openai_stub.reply = "The customer asked about the parcel."
+    messages = []
+    for n in range(30):
+        planted = " My booking reference is QX7T2M and my postcode is AB1 2CD." if n == 1 else ""
+        messages += [{"role": "user", "content": f"Turn {n}: where is my parcel?{planted} " + "detail " * 20},
+                     {"role": "assistant", "content": f"Answer {n}: on its way. " + "words " * 20}]
+    report = check_messages("stubbed", messages, Settings(
+        max_tokens=1500, keep_recent_tokens=300, summarizer="openai", expect=["QX7T2M", "AB1 2CD"],
+        pinned_facts=[{"name": "booking", "pattern": "[A-Z0-9]{6}"}]))
+    assert openai_stub.received, "the configured endpoint was called"
+    facts = {fact.literal: fact for fact in report.facts}
+    assert facts["QX7T2M"].passed and not facts["AB1 2CD"].passed and facts["AB1 2CD"].lost_by == [1]
+    assert not report.passed
