@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from django.http import HttpRequest
 
-from sessions.access.masking import CustomPattern, compile_patterns
+from sessions.access.masking import CustomPattern, compile_patterns, mask
 from sessions.access.permissions import Role, masking_projects, role_in
 from sessions.errors import DomainError
 from sessions.models import ApiKey, MaskingReveal, Project, ReviewQueue, Session
@@ -114,3 +114,10 @@ def _project_of(request: HttpRequest, kwargs: dict) -> str | None:
     if "queue_id" in kwargs:
         return ReviewQueue.objects.filter(pk=kwargs["queue_id"]).values_list("project__name", flat=True).first()
     return None
+
+
+def seeks_masked(request: HttpRequest, query: str) -> bool:
+    """Whether `query` is itself personal data (or holds some) that this request sees masked: a search or a
+    trace for it would tell where the masked value is, so it finds nothing."""
+    patterns = request_masking(request)
+    return patterns is not None and bool(query) and mask(query, patterns) != query

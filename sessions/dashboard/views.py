@@ -19,8 +19,7 @@ from sessions.access import permissions as access
 from sessions.access import rate_limits
 from sessions.access.api_keys import create_api_key, keys_of, revoke
 from sessions.access.dashboard_limits import heavy
-from sessions.access.masking import mask
-from sessions.access.masking_policy import request_masking
+from sessions.access.masking_policy import request_masking, seeks_masked
 from sessions.access.members import members_of, remove_member, set_member
 from sessions.context.compare import compare_sides, shown_text, side_of
 from sessions.context.explain import checkpoints_of, page_layout
@@ -91,9 +90,8 @@ def session_url(session: Session, **params) -> str:
 def session_list(request: HttpRequest) -> HttpResponse:
     form = SessionListForm(request.GET)
     filters = form.filters()
-    masking = request_masking(request)
     sessions = find_sessions(access.project_ids_for(request.user), filters, with_tags=True, with_reviews=True)
-    if masking is not None and filters.q and mask(filters.q, masking) != filters.q:
+    if seeks_masked(request, filters.q):
         sessions = sessions.none()  # personal data in the words sought: one who sees it masked finds nothing by it
     size = form.page_size()
     page = Paginator(sessions, size).get_page(request.GET.get("page"))
@@ -183,7 +181,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "lost_facts": not_in_summary(view["checkpoints"], view["layout"].checkpoint),
         "timeline": request_timeline(session),
         "open_panels": open_panels(request.user),
-        **(_traced(session, traced) if (traced := request.GET.get("trace")) is not None else {}),
+        **(_traced(session, traced, request) if (traced := request.GET.get("trace")) is not None else {}),
         "q": traced or "",
         **view,
     })
@@ -309,13 +307,15 @@ def trace_fragment(request: HttpRequest, project: str, key: str) -> HttpResponse
     page = session_url(session, trace=query)
     if not request.htmx or request.htmx.history_restore_request:
         return redirect(page)
-    response = render(request, "sessions/_trace.html", {"session": session, "q": query, **_traced(session, query)})
+    response = render(request, "sessions/_trace.html", {"session": session, "q": query, **_traced(session, query, request)})
     # The address bar shows the session page with this trace, so going back to it shows it again.
     response["HX-Push-Url"] = page
     return response
 
 
-def _traced(session: Session, query: str) -> dict:
+def _traced(session: Session, query: str, request: HttpRequest) -> dict:
+    if seeks_masked(request, query):
+        return {"error": "This is personal data, which is masked for you: it is not traced."}
     try:
         return {"trace": trace(session, query)}
     except DomainError as exc:

@@ -10,6 +10,7 @@ from ninja import Query, Router
 from ninja.responses import Status
 from pydantic_core import PydanticCustomError
 
+from sessions.access.masking_policy import seeks_masked
 from sessions.context.exports import export_response
 from sessions.context.trace import trace as trace_fact
 from sessions.errors import DomainError
@@ -73,6 +74,8 @@ def list_sessions(
     lost_facts: bool = Query(False, description="only sessions whose latest checkpoint's summary lost salient literals"),
 ):
     qs = find_sessions([project(request).pk], SessionFilters(q=q, lost_facts=lost_facts))
+    if seeks_masked(request, q):  # a masked key finds nothing by personal data
+        qs = qs.none()
     if cursor:
         stamp, pk = _decode_cursor(cursor)
         qs = qs.filter(Q(last_activity_at__lt=stamp) | Q(last_activity_at=stamp, pk__lt=pk))
@@ -108,12 +111,15 @@ def list_events(
     return {"items": page, "next_after": page[-1].pk if len(page) == limit else None}
 
 
-@router.get("/sessions/{key}/trace", response={200: s.TraceOut, **ERRORS},
+@router.get("/sessions/{key}/trace", response={200: s.TraceOut, **ERRORS, 403: s.ErrorOut},
             summary="Trace a string: the messages that hold it, whether the model input still carries it, and "
                     "which summary lost it",
             openapi_extra=links(200, **session_links(), **message_links("$response.body#/messages/0/seq")))
 def trace(request, key: str, q: str = Query(..., min_length=1, max_length=200,
                                             description="a literal string; * stands for any run of non-space characters")):
+    if seeks_masked(request, q):
+        raise DomainError("this is personal data, which this key sees masked: it is not traced",
+                          code="masked", status=403)
     return trace_fact(get_session(project(request), key), q)
 
 

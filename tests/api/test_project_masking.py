@@ -124,3 +124,11 @@ def test_masking_at_capture_covers_imports(project, tmp_path):
     assert report.error is None
     assert [m.text for m in Message.objects.filter(session__project=project).order_by("seq")] == [
         "Write to [email]", "Done."]
+
+
+def test_a_masked_key_finds_nothing_by_personal_data(api, masked_api, pii):
+    api.patch("/project", json={"masking": {"enabled": True}})
+    assert [s["key"] for s in api.get("/sessions", query={"q": "mia.li"}).json()["items"]] == ["pii"]
+    assert masked_api.get("/sessions", query={"q": EMAIL}).json()["items"] == []
+    assert_error(masked_api.get("/sessions/pii/trace", query={"q": EMAIL}), 403, "masked")
+    assert api.get("/sessions/pii/trace", query={"q": EMAIL}).status_code == 200

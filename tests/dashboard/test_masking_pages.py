@@ -172,3 +172,9 @@ def test_admins_turn_masking_on_and_set_patterns_on_the_settings_page(admin_clie
     project.refresh_from_db()
     assert project.masking["enabled"] is True  # unchanged
     assert viewer_client.get(url).status_code == 403
+
+
+def test_a_viewer_cannot_trace_personal_data(viewer_client, editor_client, stored):
+    url = stored.get_absolute_url() + f"?trace={EMAIL}"
+    assert "personal data, which is masked for you" in parse(viewer_client.get(url)).text()
+    assert "personal data, which is masked for you" not in parse(editor_client.get(url)).text()
