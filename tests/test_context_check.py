@@ -23,6 +23,16 @@ CITY_PIN = '"city": "[A-Z][a-z]+"'
 TIGHT = ["--max-tokens", "1500", "--keep-recent-tokens", "300"]
 
 
+def parcel_chat(turns: int, *, planted_in: int, planted: str) -> list[dict]:
+    """A generated support chat of `turns` turns, `planted` said once, in turn `planted_in`."""
+    messages = []
+    for n in range(turns):
+        said = planted if n == planted_in else ""
+        messages += [{"role": "user", "content": f"Turn {n}: where is my parcel?{said} " + "detail " * 20},
+                     {"role": "assistant", "content": f"Answer {n}: on its way. " + "words " * 20}]
+    return messages
+
+
 @pytest.fixture(scope="module")
 def run_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("runs") / "tau-bench-run-6.json"
@@ -95,11 +105,7 @@ def test_bad_arguments_are_refused(project, run_file):
 def test_a_thousand_turns_replay_in_a_few_seconds(project):
     """Item 5's figure is measured by `make bench` (context_check); this only says the replay finishes and
     finds a planted value, in turn 3 of 1,000, carried by every checkpoint once pinned."""
-    messages = []
-    for n in range(1000):
-        planted = " My booking reference is QX7T2M." if n == 3 else ""
-        messages += [{"role": "user", "content": f"Turn {n}: where is my parcel?{planted} " + "detail " * 20},
-                     {"role": "assistant", "content": f"Answer {n}: on its way. " + "words " * 20}]
+    messages = parcel_chat(1000, planted_in=3, planted=" My booking reference is QX7T2M.")
     report = check_messages("generated", messages, Settings(
         max_tokens=4000, keep_recent_tokens=1000, expect=["QX7T2M"],
         pinned_facts=[{"name": "booking", "pattern": "[A-Z0-9]{6}"}]))
@@ -109,11 +115,7 @@ def test_a_thousand_turns_replay_in_a_few_seconds(project):
 def test_with_the_openai_summarizer_the_check_calls_the_configured_endpoint(project, openai_stub):
     """The stub's summary carries nothing: an expected literal is lost, a pinned one is added back."""
     openai_stub.reply = "The customer asked about the parcel."
-    messages = []
-    for n in range(30):
-        planted = " My booking reference is QX7T2M and my postcode is AB1 2CD." if n == 1 else ""
-        messages += [{"role": "user", "content": f"Turn {n}: where is my parcel?{planted} " + "detail " * 20},
-                     {"role": "assistant", "content": f"Answer {n}: on its way. " + "words " * 20}]
+    messages = parcel_chat(30, planted_in=1, planted=" My booking reference is QX7T2M and my postcode is AB1 2CD.")
     report = check_messages("stubbed", messages, Settings(
         max_tokens=1500, keep_recent_tokens=300, summarizer="openai", expect=["QX7T2M", "AB1 2CD"],
         pinned_facts=[{"name": "booking", "pattern": "[A-Z0-9]{6}"}]))

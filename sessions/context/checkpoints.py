@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions.context.facts import FactReport, checkpoint_fields, report
+from sessions.context.facts import FactReport, checkpoint_fields, fact_text, report
 from sessions.context.figures import refresh_input_tokens
 from sessions.context.model_input import layout_model_input, summary_message_tokens, visible_messages
 from sessions.errors import Conflict, DomainError
@@ -35,14 +35,11 @@ def covered_facts(session: Session, first_seq: int, last_seq: int, summary: str)
 
 
 def covered_message_texts(session: Session, first_seq: int, last_seq: int):
-    """The texts (and tool calls' arguments) of the messages first_seq..last_seq the model saw, read in
+    """What of the messages first_seq..last_seq the model saw may hold facts (facts.fact_text), read in
     chunks: what a run with a supplied summary covers, for its pinned facts (sessions/context/pinned.py)."""
     rows = (visible_messages(session, first_seq - 1, as_of=last_seq).only("session_id", "seq", "text", "tool_calls")
             .iterator(chunk_size=FACTS_CHUNK))
-    for row in rows:
-        yield row.text or ""
-        for call in row.tool_calls or ():
-            yield str(call.get("arguments", ""))
+    return (fact_text(row) for row in rows)
 
 
 def store_checkpoint(

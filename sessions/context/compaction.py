@@ -19,7 +19,7 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from sessions.context.checkpoints import covered_facts, covered_message_texts, store_checkpoint
-from sessions.context.facts import report
+from sessions.context.facts import fact_text, report
 from sessions.context.model_input import (
     Layout,
     layout_model_input,
@@ -389,15 +389,11 @@ def _skipped_for_this_turn(session: Session, plan: Plan) -> bool:
 
 
 def covered_texts(session: Session, plan: Plan, covered: list[Message]):
-    """The texts of the covered messages (their tool calls' arguments too), from `covered` when they were
-    read, else from the database chunk by chunk (a supplied summary reads nothing else)."""
+    """What of the covered messages may hold pinned literals (facts.fact_text: text, tool calls), from
+    `covered` when they were read, else from the database chunk by chunk (a supplied summary reads nothing else)."""
     if covered:
-        for message in covered:
-            yield message.text or ""
-            for call in message.tool_calls or ():
-                yield str(call.get("arguments", ""))
-        return
-    yield from covered_message_texts(session, plan.first_seq, plan.last_seq)
+        return [fact_text(message) for message in covered]
+    return covered_message_texts(session, plan.first_seq, plan.last_seq)
 
 
 def read_covered(session: Session, plan: Plan) -> list[Message]:
