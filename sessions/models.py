@@ -115,6 +115,12 @@ class Session(models.Model):
     # How many recorded requests (RecordedRequest) the session was rebuilt from; 0 for sessions written
     # through the append API or imported from transcripts.
     request_count = models.PositiveIntegerField(default=0)
+    # Where the session's pinned facts stand (sessions/context/pinned_status.py): the declarations they
+    # were read for (a digest), the last message read for them, and how many pinned literals the latest
+    # checkpoint's summary does not carry (the sessions list's "pinned fact lost" filter).
+    pinned_key = models.CharField(max_length=64, blank=True, default="")
+    pinned_through = models.PositiveIntegerField(default=0)
+    pinned_lost = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -291,6 +297,21 @@ class Checkpoint(models.Model):
     @property
     def own_count(self) -> int:
         return self.last_seq - self.first_seq + 1
+
+
+class PinnedSighting(models.Model):
+    """A pinned fact's literal and the message it first appeared in (sessions/context/pinned_status.py)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="pinned_sightings")
+    name = models.CharField(max_length=50)
+    literal = models.TextField()
+    seq = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "seq"], name="pinned_sighting_session_seq")]
+
+    def __str__(self):
+        return f"{self.name}: {self.literal} (#{self.seq})"
 
 
 class Event(models.Model):

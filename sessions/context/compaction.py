@@ -28,6 +28,7 @@ from sessions.context.model_input import (
     visible_messages,
 )
 from sessions.context.pinned import line_tokens, missing_from, pinned_line, pinned_literals, pinned_of
+from sessions.context.pinned_status import refresh_pinned
 from sessions.context.summarizers import SUMMARIZERS, SummarizerError, get_summarizer
 from sessions.db.messages import StoredBytes
 from sessions.errors import DomainError
@@ -584,7 +585,9 @@ def run_attempt(
             if added else None,
         ))
         outcome.events = [started, event]
-        return outcome
+    if pins:  # where the pinned facts stand in the new model input (the sessions list reads it)
+        refresh_pinned(session)
+    return outcome
 
 
 def needs_auto_compaction(session: Session, extra_tokens: int = 0) -> bool:

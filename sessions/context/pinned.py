@@ -94,13 +94,6 @@ def clean_pinned(items) -> list[dict]:
     return cleaned
 
 
-def set_pinned_facts(project, items) -> object:
-    """Replace the project's pinned facts, checked."""
-    project.pinned_facts = clean_pinned(items)
-    project.save(update_fields=["pinned_facts"])
-    return project
-
-
 def facts_of(*declared: list[dict]) -> list[PinnedFact]:
     """The pinned facts of a project's and a session's declarations (as stored: already checked)."""
     return [PinnedFact(item["name"], item.get("pattern", ""), item.get("value", ""))

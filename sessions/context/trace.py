@@ -28,6 +28,7 @@ from django.db.models.lookups import LessThanOrEqual
 from sessions.context.explain import Explanation, checkpoints_of, explain_messages, page_layout
 from sessions.context.facts import carries, fact_kind, fact_text, fold
 from sessions.context.model_input import Reason
+from sessions.context.pinned_status import added_back, pinned_name
 from sessions.db.message_sizes import FIELD_SHOWN, PAGE_DEFERRED
 from sessions.errors import DomainError
 from sessions.models import Checkpoint, Event, EventType, Message, Role, Session
@@ -160,6 +161,7 @@ class Coverage:
 
     checkpoint: Checkpoint
     carries: bool
+    added_back: bool = False  # carried on the Pinned: line compaction appended (a pinned fact)
 
     @property
     def id(self) -> int:
@@ -221,6 +223,7 @@ class Trace:
     first_request: Event | None = None  # the first REQUEST_BUILT built on such a checkpoint
     current: Checkpoint | None = None  # the checkpoint the model input is built on now
     fact_kind: str | None = None  # the kind of fact checkpoints count it as; None when they do not
+    pinned: str | None = None  # the name of the pinned fact it is a value of (sessions/context/pinned_status.py)
 
     @property
     def lost_at_checkpoint_id(self) -> int | None:
@@ -306,14 +309,16 @@ def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
     layout = page_layout(session, checkpoints)
     current = layout.checkpoint
     carried = {c.pk: pattern.carried_by(c.summary) for c in checkpoints}
+    pinned = None if pattern.wildcard else pinned_name(session, pattern.text)
+    back = {c.pk: bool(pinned) and pattern.text in added_back(c.summary) for c in checkpoints}
     explanations = explain_messages(messages, layout, checkpoints)
     rows = [
         TraceRow(m, _excerpt(m, pattern), explanations[m.seq],
-                 [Coverage(c, carried[c.pk]) for c in checkpoints if c.last_seq >= m.seq])
+                 [Coverage(c, carried[c.pk], back[c.pk]) for c in checkpoints if c.last_seq >= m.seq])
         for m in messages
     ]
     kind = None if pattern.wildcard else fact_kind(pattern.text, [_around(m, pattern) for m in messages])
-    result = Trace(pattern.text, rows, truncated, "", current=current, fact_kind=kind)
+    result = Trace(pattern.text, rows, truncated, "", current=current, fact_kind=kind, pinned=pinned)
     result.sentence = _answer(pattern.text, rows, truncated, checkpoints, carried, current, result)
     return result
 

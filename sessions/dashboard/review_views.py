@@ -14,7 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from sessions.access import permissions as access
-from sessions.context.pinned import clean_pinned, set_pinned_facts
+from sessions.context.pinned import clean_pinned
+from sessions.context.pinned_status import set_pinned_facts
 from sessions.errors import DomainError
 from sessions.ingest.session_store import update_session
 from sessions.models import Review

@@ -25,6 +25,7 @@ from sessions.context.compare import compare_sides, shown_text, side_of
 from sessions.context.explain import checkpoints_of, page_layout
 from sessions.context.exports import export_response
 from sessions.context.facts import not_in_summary
+from sessions.context.pinned_status import MAX_SIGHTINGS, checkpoint_pins, pinned_rows, refresh_pinned
 from sessions.context.recorded_input import RAW_LOG
 from sessions.context.trace import trace
 from sessions.context.waiting import compact_and_wait, user_holder
@@ -165,6 +166,7 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         **review_panel(request, session),
         "pinned_text": pinned_text(session.pinned_facts),
         "pinned_count": len(session.project.pinned_facts or ()) + len(session.pinned_facts or ()),
+        **_pinned(session, view["checkpoints"]),
         "masked": request_masking(request) is not None,
         "session_notes": session_notes(session),
         "tags": tag_names(session),
@@ -185,6 +187,22 @@ def session_detail(request: HttpRequest, project: str, key: str) -> HttpResponse
         "q": traced or "",
         **view,
     })
+
+
+def _pinned(session: Session, checkpoints) -> dict:
+    """The session page's pinned values, read up to its latest message first."""
+    if not (session.project.pinned_facts or session.pinned_facts):
+        return {}
+    lost = refresh_pinned(session)
+    return {"pinned_rows": pinned_rows(session, sorted(checkpoints, key=lambda c: c.last_seq)),
+            "pinned_lost": lost, "pinned_max": MAX_SIGHTINGS}
+
+
+def _checkpoint_pins(session: Session, checkpoint) -> list:
+    if not (session.project.pinned_facts or session.pinned_facts):
+        return []
+    refresh_pinned(session)
+    return checkpoint_pins(checkpoint)
 
 
 def _laid_out(request: HttpRequest, project: str, key: str):
@@ -331,6 +349,7 @@ def checkpoint_diff(request: HttpRequest, project: str, key: str, checkpoint_id:
     return render(request, "sessions/checkpoint_diff.html", {
         "session": session,
         "checkpoints": checkpoints_of(session),
+        "pinned_here": _checkpoint_pins(session, checkpoint),
         **vars(compaction_diff(session, checkpoint)),
     })
 

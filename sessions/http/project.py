@@ -3,7 +3,8 @@
 
 from ninja import Router
 
-from sessions.context.pinned import clean_pinned, set_pinned_facts
+from sessions.context.pinned import clean_pinned
+from sessions.context.pinned_status import set_pinned_facts
 from sessions.errors import DomainError
 from sessions.http import schemas as s
 from sessions.http.common import ERRORS, WRITE_ERRORS, link, links, project

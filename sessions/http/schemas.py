@@ -692,6 +692,8 @@ class TraceCheckpointOut(Schema):
     last_seq: int
     created_at_seq: int
     carries: bool = Field(description="whether its summary carries the string")
+    added_back: bool = Field(description="whether it carries it only because compaction added it back on the "
+                             "summary's Pinned: line (the string is a pinned fact's value)")
 
 
 class TraceMessageOut(Schema):
@@ -744,6 +746,8 @@ class TraceOut(Schema):
         "among the facts their summaries kept or lost; null when they do not count it"))
     first_request: TraceRequestOut | None = Field(
         description="the first recorded request (REQUEST_BUILT) built on a summary that does not carry it")
+    pinned: str | None = Field(description=(
+        "the name of the pinned fact (project's or session's pinned_facts) the string is a value of; null when none"))
 
 
 # --- compare -------------------------------------------------------------------------------------

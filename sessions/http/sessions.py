@@ -72,8 +72,10 @@ def list_sessions(
     limit: int = Query(50, ge=1, le=200),
     cursor: str = Query("", max_length=200),
     lost_facts: bool = Query(False, description="only sessions whose latest checkpoint's summary lost salient literals"),
+    pinned_lost: bool = Query(False, description="only sessions whose latest checkpoint's summary does not carry a "
+                              "pinned fact of the messages it covers (made before the fact was pinned)"),
 ):
-    qs = find_sessions([project(request).pk], SessionFilters(q=q, lost_facts=lost_facts))
+    qs = find_sessions([project(request).pk], SessionFilters(q=q, lost_facts=lost_facts, pinned_lost=pinned_lost))
     if seeks_masked(request, q):  # a masked key finds nothing by personal data
         qs = qs.none()
     if cursor:

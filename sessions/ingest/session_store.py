@@ -10,6 +10,7 @@ from sessions.access.masking import mask_value
 from sessions.access.masking_policy import capture_masking
 from sessions.context.figures import refresh_input_tokens
 from sessions.context.pinned import clean_pinned
+from sessions.context.pinned_status import refresh_pinned
 from sessions.db.rows import first, select
 from sessions.errors import Conflict, DomainError, NotFound
 from sessions.models import SESSION_KEY_RE, SESSION_KEY_RULE, Project, Role, Session
@@ -144,4 +145,6 @@ def update_session(project: Project, key: str, data: dict, actor: str = "system"
                 record(session, actor, SessionUpdated(
                     fields=[c for c in changed if c not in ("instructions_tokens", "written_by_application")]
                 ))
+    if "pinned_facts" in changed:  # where the new pins stand: the sessions list's "pinned fact lost"
+        refresh_pinned(session)
     return session, created

@@ -122,6 +122,7 @@ class SessionListForm(DayRangeForm):
     has_checkpoints = forms.BooleanField(required=False, label="has checkpoints")
     failed = forms.BooleanField(required=False, label="had a failed compaction")
     lost_facts = forms.BooleanField(required=False, label="latest summary lost facts")
+    pinned_lost = forms.BooleanField(required=False, label="pinned fact lost")
     source = forms.ChoiceField(required=False, label="source", choices=[("", "any source"), *SOURCES.items()])
     reviewed = forms.ChoiceField(required=False, label="reviewed",
                                  choices=[("", "reviewed or not"), ("yes", "reviewed"), ("no", "not reviewed")])
@@ -142,6 +143,7 @@ class SessionListForm(DayRangeForm):
             has_checkpoints=data.get("has_checkpoints", False),
             failed=data.get("failed", False),
             lost_facts=data.get("lost_facts", False),
+            pinned_lost=data.get("pinned_lost", False),
             since=self.since(),
             until=self.until(),
             sort=data.get("sort") or "activity",

@@ -55,6 +55,7 @@ class SessionFilters:
     has_checkpoints: bool = False
     failed: bool = False  # had a failed compaction
     lost_facts: bool = False  # its latest checkpoint's summary lost salient literals
+    pinned_lost: bool = False  # its latest checkpoint's summary lost a pinned fact (Session.pinned_lost)
     since: datetime | None = None  # last activity at or after
     until: datetime | None = None  # last activity at or before
     sort: str = "activity"
@@ -102,6 +103,8 @@ def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags:
         # the (session, -last_seq) index.
         sessions = sessions.filter(Exists(Checkpoint.objects.filter(
             session=OuterRef("pk"), last_seq=OuterRef("checkpoint_last_seq"), facts_lost__gt=0)))
+    if filters.pinned_lost:
+        sessions = sessions.filter(pinned_lost__gt=0)
     if filters.since:
         sessions = sessions.filter(last_activity_at__gte=filters.since)
     if filters.until:

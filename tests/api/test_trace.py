@@ -54,7 +54,8 @@ def test_it_says_which_summary_lost_a_string_and_the_first_request_without_it(ap
     assert [first["excerpt"][start:end] for start, end in first["matches"]] == ["W9609649"]
     assert "W9609649" in body["messages"][1]["excerpt"]  # found in the tool call's arguments
     assert body["messages"][0]["checkpoints"] == [
-        {"id": checkpoint["id"], "number": checkpoint["number"], "last_seq": checkpoint["last_seq"], "created_at_seq": at, "carries": False}]
+        {"id": checkpoint["id"], "number": checkpoint["number"], "last_seq": checkpoint["last_seq"], "created_at_seq": at, "carries": False,
+         "added_back": False}]
     assert body["lost_at_checkpoint_id"] == checkpoint["id"]
     assert body["first_request"]["event_id"] == request["event_id"]
     assert body["first_request"]["checkpoint_id"] == checkpoint["id"]
@@ -114,7 +115,7 @@ def test_a_string_found_nowhere_says_so(api, order_session):
 
     assert body == {"query": "Z0000000", "answer": "“Z0000000” appears in no message of this session.",
                     "messages": [], "truncated": False, "lost_at_checkpoint_id": None, "first_request": None,
-                    "fact_kind": "identifier"}
+                    "fact_kind": "identifier", "pinned": None}
 
 
 def test_a_hidden_message_never_reached_the_model(api, order_session):

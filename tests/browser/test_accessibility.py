@@ -12,6 +12,7 @@ import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 
 from sessions.ingest.next_request import build_request
+from sessions.ingest.session_store import update_session
 from sessions.models import ImportJob, Session
 from sessions.store.review_queues import create_queue
 from sessions.store.reviews import add_review
@@ -39,6 +40,8 @@ def site(live_server, users, demo, settings):
     adds an address that fails each way; the live server runs with DEBUG off, so they are the site's)."""
     settings.ROOT_URLCONF = "tests.browser.error_urls"
     long_run = Session.objects.get(project=demo, key=LONG)
+    # Pinned after its checkpoints were made: the session page and the diff list values kept and lost.
+    update_session(demo, LONG, {"pinned_facts": [{"name": "first jobs", "pattern": "batch-0000[1-5]"}]})
     checkpoint = long_run.checkpoints.order_by("last_seq").last()
     event = build_request(demo, AIRLINE, messages=[{"role": "user", "content": "Any news?", "persist": False}],
                           actor=ACTOR).event
@@ -90,6 +93,7 @@ def site(live_server, users, demo, settings):
     # Fragments that the session page loads on demand, put into its <main> the way htmx would.
     fragments = {
         "trace fragment": f"{airline_url}trace/?q=refund",
+        "trace fragment, a pinned value": f"{long_url}trace/?q=batch-00001",
         "full message fragment": f"{long_url}messages/2/",
         "older raw log fragment": f"{long_url}log/?before=200",
         "what-if preview fragment": f"{airline_url}what-if/?keep_recent_tokens=0&force=1",
