@@ -112,6 +112,23 @@ def test_a_thousand_turns_replay_in_a_few_seconds(project):
     assert report.messages == 2000 and report.checkpoints > 10 and report.passed, report.as_dict()
 
 
+def test_moving_the_scratch_session_to_a_new_row_changes_nothing_of_the_report(project, monkeypatch):
+    """On PostgreSQL the replay moves its scratch session to a new row every ROW_RENEWED_EVERY messages
+    (context_check._renew_row); forced every 7 messages, on either database, the report is the same, with
+    a value lost (unpinned) and one carried (pinned)."""
+    messages = parcel_chat(60, planted_in=2, planted=" My booking reference is QX7T2M, the gate is Z9.")
+    settings = Settings(max_tokens=900, keep_recent_tokens=300, expect=["gate is Z9"],
+                        pinned_facts=[{"name": "booking", "pattern": "[A-Z0-9]{6}"}])
+    monkeypatch.setattr("sessions.ingest.context_check.RENEWED_ON", ())
+    plain = check_messages("generated", messages, settings).as_dict()
+    monkeypatch.setattr("sessions.ingest.context_check.RENEWED_ON", ("postgresql", "sqlite"))
+    monkeypatch.setattr("sessions.ingest.context_check.ROW_RENEWED_EVERY", 7)
+    renewed = check_messages("generated", messages, settings).as_dict()
+    assert plain["checkpoints"] > 5 and [f["passed"] for f in plain["facts"]] == [True, False], plain
+    assert {**renewed, "seconds": 0} == {**plain, "seconds": 0}
+    assert not Session.objects.filter(key__startswith="context-check").exists()
+
+
 def test_with_the_openai_summarizer_the_check_calls_the_configured_endpoint(project, openai_stub):
     """The stub's summary carries nothing: an expected literal is lost, a pinned one is added back."""
     openai_stub.reply = "The customer asked about the parcel."
