@@ -43,7 +43,7 @@ class ApiKeyAuth(HttpBearer):
         if throttle.over_limit(failures):
             throttle.check(request, throttle.Scope.API_KEY, prefix)
         key = self.authenticate(request, secret, candidates)
-        rate_limits.admit(key, len(request.body))
+        request.rate_limit = rate_limits.admit(key, len(request.body))  # its RateLimit-* headers: RateLimitHeaders
         return key
 
     def authenticate(self, request, token, candidates=None):
@@ -100,6 +100,7 @@ def on_domain_error(request, exc: DomainError):
 def on_too_many_requests(request, exc: throttle.TooManyAuthFailures | rate_limits.RateLimited):
     response = api.create_response(request, exc.as_dict(), status=exc.status)
     response["Retry-After"] = str(exc.retry_after)
+    request.rate_limit = getattr(exc, "quota", None)
     return response
 
 

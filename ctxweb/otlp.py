@@ -64,6 +64,7 @@ def receive_traces(request) -> HttpResponse:
     except RequestDataTooBig:
         return _status(kind, 413, "The request body is too large (CTXWEB_MAX_REQUEST_BYTES).")
     except DomainError as exc:
+        request.rate_limit = getattr(exc, "quota", None) or getattr(request, "rate_limit", None)
         return _status(kind, exc.status, exc.detail, getattr(exc, "retry_after", None))
     except Exception:
         logger.exception("unhandled error in POST /v1/traces")

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "sessions.access.middleware.ApiRequestSizeLimit",
+    "sessions.access.middleware.RateLimitHeaders",  # on what the API key's admission set on the request
     "sessions.access.middleware.RequestBodyGate",  # process_view: before anything reads a form
     "sessions.access.middleware.RejectNulCharacters",
     "ctxweb.db_router.ReplicaReadsMiddleware",  # before the session and the user are read
@@ -323,9 +324,12 @@ CTXWEB_TRUSTED_PROXY_COUNT = env_int("CTXWEB_TRUSTED_PROXY_COUNT", 0)
 
 # Rate limits per API key (sessions/access/rate_limits.py), token buckets refilled continuously that hold a
 # minute's worth: requests, and bytes of request bodies (what token counting and storing cost grows
-# with). Past either, 429 with Retry-After. 0 turns a limit off.
-CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", 1200)
-CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE", 20_000_000)
+# with). Past either, 429 with Retry-After; every answer says where the requests bucket stands
+# (RateLimit-Limit, -Remaining, -Reset). 0 turns a limit off. The defaults carry an agent driven at full
+# speed: 200 requests a second sustained (a burst of a minute's worth), 2 MB of bodies a second
+# (docs/deployment.md, "Rate limits": how to size them).
+CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE", 12_000)
+CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = env_int("CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE", 120_000_000)
 # POST /api/v1/tokens counts at most this many characters of text in all its messages together (413
 # past it, before any is tokenized): tokenizing costs about 0.8 s of CPU per million characters.
 CTXWEB_MAX_TOKEN_COUNT_CHARS = env_int("CTXWEB_MAX_TOKEN_COUNT_CHARS", 1_000_000)

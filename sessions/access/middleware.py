@@ -53,6 +53,24 @@ class ApiRequestSizeLimit:
         return self.get_response(request)
 
 
+class RateLimitHeaders:
+    """Every answer to a request an API key was admitted (or refused) under says where the key's requests
+    bucket stands: RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset (seconds until it is full again)
+    and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers; sessions/access/rate_limits.py Quota), so a
+    client can slow down before a 429, whose Retry-After says when to come back."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        quota = getattr(request, "rate_limit", None)
+        if quota is not None:
+            for name, value in quota.headers().items():
+                response.headers.setdefault(name, value)
+        return response
+
+
 class UploadLimit(FileUploadHandler):
     """Counts the bytes of the files of an upload as they stream in and stops reading past `limit`."""
 

@@ -31,9 +31,10 @@ class RateLimited(DomainError):
     status = 429
     code = "rate_limited"
 
-    def __init__(self, detail: str, retry_after: int):
+    def __init__(self, detail: str, retry_after: int, quota: "Quota | None" = None):
         super().__init__(detail)
         self.retry_after = retry_after
+        self.quota = quota  # where the requests bucket stood: the RateLimit-* headers of the 429
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,38 @@ def unflushed():
         key_sql.set_synchronous(database, int(level))
 
 
-def admit(key: ApiKey, body_bytes: int) -> None:
-    """Takes one request and `body_bytes` from the key's buckets, or raises RateLimited."""
+@dataclass(frozen=True)
+class Quota:
+    """Where a key's requests bucket stands after a request, as the RateLimit-* headers say it
+    (draft-ietf-httpapi-ratelimit-headers): how many it holds full, how many it holds now, and in how
+    many seconds it is full again."""
+
+    limit: int
+    remaining: int
+    reset: int
+
+    @classmethod
+    def of(cls, bucket: "Bucket", refilled_at: float, now: float) -> "Quota":
+        left = max(0.0, now + MINUTE - refilled_at)  # seconds of refill still in the bucket
+        return cls(bucket.per_minute, min(bucket.per_minute, int(left / bucket.interval() + 1e-9)),
+                   max(0, math.ceil(refilled_at - now)))
+
+    def headers(self) -> dict[str, str]:
+        return {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
+                "RateLimit-Reset": str(self.reset), "RateLimit-Policy": f"{self.limit};w=60"}
+
+
+def admit(key: ApiKey, body_bytes: int) -> Quota | None:
+    """Takes one request and `body_bytes` from the key's buckets, or raises RateLimited (with the quota it
+    was refused under). Returns where the requests bucket stands now (None when it is not limited)."""
     with unflushed():  # the refusal is raised after it: its counts are committed
-        refusal = _admit(key, body_bytes)
+        quota, refusal = _admit(key, body_bytes)
     if refusal is not None:
         raise refusal
+    return quota
 
 
-def _admit(key: ApiKey, body_bytes: int) -> DomainError | None:
+def _admit(key: ApiKey, body_bytes: int) -> tuple[Quota | None, DomainError | None]:
     now = time.time()
     amounts = {"requests_refilled_at": 1, "bytes_refilled_at": body_bytes}
     limited = [b for b in buckets() if b.per_minute > 0]
@@ -115,10 +139,11 @@ def _admit(key: ApiKey, body_bytes: int) -> DomainError | None:
     last_used = ApiKey._meta.get_field("last_used_at").get_db_prep_save(timezone.now(), connection)
     params += [last_used, key.pk]
     params += [value for b in limited for value in (now, now + MINUTE - costs[b.field])]
-    admitted = key_sql.admit(connection, tuple(b.field for b in limited), params)
+    admitted, refilled_at = key_sql.admit(connection, tuple(b.field for b in limited), params)
     if admitted:
-        return None
-    return _refused(key, now, costs)
+        requests = next((b for b in limited if b.field == "requests_refilled_at"), None)
+        return (Quota.of(requests, refilled_at, now) if requests and refilled_at is not None else None), None
+    return None, _refused(key, now, costs)
 
 
 def admit_unpacked(key: ApiKey, sent: int, unpacked: int) -> None:
@@ -166,10 +191,13 @@ def _refused(key: ApiKey, now: float, costs: dict[str, float]) -> DomainError | 
         return None
     wait, bucket = max(waits, key=lambda pair: pair[0])
     seconds = max(1, math.ceil(wait))
+    quota = None
+    if (requests := next((b for b in buckets() if b.field == "requests_refilled_at" and b.per_minute > 0), None)):
+        quota = Quota.of(requests, state["requests_refilled_at"], now)
     return RateLimited(
         f"Rate limit of this API key reached: {bucket.per_minute} {bucket.unit} per minute ({bucket.setting}); "
         f"try again in {seconds} seconds.",
-        seconds,
+        seconds, quota,
     )
 
 

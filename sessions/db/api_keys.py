@@ -67,19 +67,25 @@ def admission_sql(vendor: str, limited: tuple[str, ...], unflushed: bool = False
               f'"usage_bytes" = CASE WHEN {stale} THEN %s ELSE "usage_bytes" + %s END',
               f'"usage_throttled" = CASE WHEN {stale} THEN 0 ELSE "usage_throttled" END']
     room = "".join(f' AND {greatest}("{field}", %s) <= %s' for field in limited)
+    # The requests bucket's new refill moment comes back with the answer: the RateLimit-* headers.
+    returning = ' RETURNING "requests_refilled_at"' if "requests_refilled_at" in limited else ""
     update = (f'UPDATE "{ApiKey._meta.db_table}" SET {", ".join([*refills, *window])}, "last_used_at" = %s '
               f'WHERE "id" = %s{room}')
-    return UNFLUSHED_PREFIX + update + UNFLUSHED_CONDITION if unflushed else update
+    return (UNFLUSHED_PREFIX + update + UNFLUSHED_CONDITION if unflushed else update) + returning
 
 
-def admit(connection, limited: tuple[str, ...], params: list) -> int:
+def admit(connection, limited: tuple[str, ...], params: list) -> tuple[bool, float | None]:
     """Runs `admission_sql` for the buckets `limited` on `connection` with `params` (in the statement's
-    order), unflushed on PostgreSQL when it is its own transaction (autocommit): how many rows it
-    updated, 1 when the request was admitted, 0 when it was not (or the key is gone)."""
+    order), unflushed on PostgreSQL when it is its own transaction (autocommit): whether it updated the row
+    (the request was admitted; not when it was refused, or the key is gone), and then the requests
+    bucket's new refill moment (None when that bucket is not limited)."""
     with connection.cursor() as cursor:
         unflushed = connection.vendor == "postgresql" and not connection.in_atomic_block
         cursor.execute(admission_sql(connection.vendor, limited, unflushed), params)
-        return cursor.rowcount
+        if "requests_refilled_at" not in limited:
+            return cursor.rowcount > 0, None
+        row = cursor.fetchone()
+        return row is not None, (row[0] if row else None)
 
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")

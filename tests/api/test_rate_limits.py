@@ -36,8 +36,56 @@ def count_body(chars: int) -> dict:
 
 
 def test_the_defaults_are_on_and_far_above_what_an_application_sends():
-    assert defaults.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE == 1200
-    assert defaults.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE == 20_000_000
+    assert defaults.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE == 12_000
+    assert defaults.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE == 120_000_000
+
+
+def test_the_defaults_carry_an_agent_driven_at_full_speed_for_minutes(project, settings, monkeypatch):
+    """One agent conversation at full speed: an append (a 2 kB body) then a model-input read, 50 turns a
+    second, i.e. 100 requests a second, for 150 seconds on a clock the test moves; far past the minute the
+    buckets hold, so a limit under 100 a second would have refused some (the old 1,200 a minute did after
+    12 seconds). At 1,000 a second the burst (a minute's worth) runs dry, 800 a second faster than it
+    refills: after about 15 seconds."""
+    from sessions.access import rate_limits
+    from sessions.access.api_keys import create_api_key
+
+    settings.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = defaults.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE
+    settings.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE = defaults.CTXWEB_RATE_LIMIT_BYTES_PER_MINUTE
+    key = create_api_key(project, "agent")[0]
+    clock = [1_000_000.0]
+    monkeypatch.setattr(rate_limits.time, "time", lambda: clock[0])
+    quota = None
+    for _ in range(50 * 150):
+        clock[0] += 0.02
+        rate_limits.admit(key, 2_000)  # raises RateLimited when refused
+        quota = rate_limits.admit(key, 0)
+    assert quota.limit == 12_000 and quota.remaining > 11_000, quota
+
+    refused_after = retry_after = None
+    for n in range(20_000):
+        clock[0] += 0.001
+        try:
+            rate_limits.admit(key, 0)
+        except rate_limits.RateLimited as exc:
+            refused_after, retry_after = n, exc.retry_after
+            break
+    assert refused_after is not None and 14_000 <= refused_after <= 15_500 and retry_after == 1, refused_after
+
+
+def test_every_answer_says_where_the_requests_bucket_stands(api, limits):
+    limits(requests=10)
+    first = api.get("/sessions")
+    assert (first["RateLimit-Limit"], first["RateLimit-Remaining"], first["RateLimit-Policy"]) == ("10", "9", "10;w=60")
+    assert 1 <= int(first["RateLimit-Reset"]) <= 7  # one request refills in 6 seconds
+    missing = api.get("/sessions/no-such-session")
+    assert missing.status_code == 404 and missing["RateLimit-Remaining"] == "8"
+    for _ in range(8):
+        last = api.get("/sessions")
+    assert last["RateLimit-Remaining"] == "0" and 55 <= int(last["RateLimit-Reset"]) <= 61
+    refused = api.get("/sessions")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert (refused["RateLimit-Limit"], refused["RateLimit-Remaining"]) == ("10", "0")
+    assert "RateLimit-Limit" not in api.with_key(None).get("/sessions")  # no key, no bucket
 
 
 def test_past_the_requests_per_minute_the_key_gets_429_with_retry_after(api, limits):
@@ -248,7 +296,7 @@ def test_the_admission_sql_updates_the_key_as_the_orm_did(project, limits, monke
         used_at = datetime.fromtimestamp(now, UTC)
         monkeypatch.setattr(rate_limits.time, "time", lambda now=now: now)
         monkeypatch.setattr(rate_limits.timezone, "now", lambda used_at=used_at: used_at)
-        refused = rate_limits._admit(ApiKey.objects.get(pk=sql_key.pk), body)
+        _, refused = rate_limits._admit(ApiKey.objects.get(pk=sql_key.pk), body)
         admitted = orm_admission(orm_key, body, now, used_at)
         rows = [ApiKey.objects.filter(pk=k.pk).values(*FIGURES).get() for k in (sql_key, orm_key)]
         if not admitted:  # the ORM side's refusal bookkeeping, as _admit does it after a refused UPDATE

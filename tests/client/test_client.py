@@ -3,6 +3,7 @@ status, and a batch retried after a timeout stored once."""
 
 import subprocess
 import sys
+import time
 from datetime import datetime
 
 import pytest
@@ -19,6 +20,7 @@ from ctxweb_client import (
     ModelInput,
     NotFoundError,
     PayloadTooLargeError,
+    RateLimitedError,
     Session,
     Timeout,
     ValidationError,
@@ -279,3 +281,24 @@ def test_check_context_on_a_real_tau_bench_run_fails_without_the_pin_and_passes_
     kept = client.check_context(messages=run, format="openai", **settings,
                                 pinned_facts=[{"name": "city", "pattern": '"city": "[A-Z][a-z]+"'}])
     assert kept.passed and kept.checkpoints == lost.checkpoints
+
+
+# --- rate limits -----------------------------------------------------------------------------------
+
+
+def test_a_429_is_waited_out_as_its_retry_after_says_then_sent_again(live_server, api_secret, settings):
+    """A refused request took nothing, so the client waits the server's Retry-After and sends it again,
+    even an append it would not retry after a timeout; a client told not to wait gets RateLimitedError."""
+    settings.CTXWEB_RATE_LIMIT_REQUESTS_PER_MINUTE = 60  # one a second, and a minute's worth at once
+    client = Client(live_server.url, api_secret, retries=0)
+    client.put_session("limited")
+    for _ in range(59):
+        client.get_session("limited")
+    started = time.monotonic()
+    appended = client.append("limited", [{"role": "user", "content": "still here"}])  # refused first, then stored once
+    assert time.monotonic() - started >= 0.9 and appended.stored_count == 1
+    assert MessageRow.objects.filter(session__key="limited").count() == 1
+    impatient = Client(live_server.url, api_secret, rate_limit_retries=0)
+    with pytest.raises(RateLimitedError) as caught:
+        impatient.get_session("limited")
+    assert caught.value.status == 429 and caught.value.code == "rate_limited" and caught.value.retry_after >= 1

@@ -40,7 +40,7 @@ __all__ = [
     "AppendResult", "AppendedMessage", "AuthenticationError", "Checkpoint", "Client", "Compaction",
     "ConflictError", "ConnectionFailed", "CtxwebError", "Event", "EventPage", "Message", "MessagePage",
     "ModelInput", "NotFoundError", "Omission", "PayloadTooLargeError", "ServerError", "Session",
-    "SessionPage", "Timeout", "TokenCount", "ValidationError", "ContextCheck", "ContextCheckFact",
+    "SessionPage", "Timeout", "TokenCount", "ValidationError", "ContextCheck", "ContextCheckFact", "RateLimitedError",
 ]
 
 RETRYABLE_STATUS = {502, 503, 504}
@@ -81,6 +81,14 @@ class ValidationError(CtxwebError):
     """400 or 422: the request was refused as it is; sending it again will not help."""
 
 
+class RateLimitedError(CtxwebError):
+    """429: the API key's rate limit is reached; nothing of the request was taken. `retry_after` is the
+    seconds the server said to wait (its Retry-After). The client waits that long and sends the request
+    again by itself (`rate_limit_retries` times, if the wait is at most `max_retry_after`)."""
+
+    retry_after: float = 1.0
+
+
 class ServerError(CtxwebError):
     """5xx: the server failed; the request may be retried."""
 
@@ -94,13 +102,19 @@ class ConnectionFailed(CtxwebError):
 
 
 ERRORS_BY_STATUS = {400: ValidationError, 401: AuthenticationError, 404: NotFoundError, 409: ConflictError,
-                    413: PayloadTooLargeError, 422: ValidationError}
+                    413: PayloadTooLargeError, 422: ValidationError, 429: RateLimitedError}
 
 
-def _error_for(status: int, body: dict) -> CtxwebError:
+def _error_for(status: int, body: dict, headers=None) -> CtxwebError:
     cls = ERRORS_BY_STATUS.get(status) or (ServerError if status >= 500 else CtxwebError)
     detail = body.get("detail") if isinstance(body.get("detail"), str) else f"HTTP {status}"
-    return cls(detail, status=status, code=body.get("code") or f"http_{status}", body=body)
+    error = cls(detail, status=status, code=body.get("code") or f"http_{status}", body=body)
+    if isinstance(error, RateLimitedError):
+        try:  # seconds; an HTTP date or nothing: a second
+            error.retry_after = max(0.0, float((headers or {}).get("Retry-After") or 1))
+        except ValueError:
+            error.retry_after = 1.0
+    return error
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -447,7 +461,8 @@ class Client:
     """The ctxweb API v1 at `base_url` (the server's address, with or without /api/v1)."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 30.0, retries: int = 2, backoff: float = 0.5,
-                 user_agent: str = "ctxweb-python-client/1", model_input_cache_size: int = 64):
+                 user_agent: str = "ctxweb-python-client/1", model_input_cache_size: int = 64,
+                 rate_limit_retries: int = 3, max_retry_after: float = 60.0):
         base = base_url.rstrip("/")
         self.base_url = base if base.endswith("/api/v1") else base + "/api/v1"
         self.api_key = api_key
@@ -456,6 +471,10 @@ class Client:
         self.backoff = backoff
         self.user_agent = user_agent
         self.model_input_cache_size = model_input_cache_size
+        # A 429 took nothing, so any request is sent again after the server's Retry-After, this many times,
+        # when that wait is at most max_retry_after seconds; otherwise RateLimitedError is raised.
+        self.rate_limit_retries = rate_limit_retries
+        self.max_retry_after = max_retry_after
         # (key, format, as_of) -> (ETag, the response body as sent), least recently used first.
         self._model_inputs: OrderedDict[tuple, tuple[str, bytes]] = OrderedDict()
         self._model_inputs_lock = threading.Lock()
@@ -498,7 +517,7 @@ class Client:
                 payload = json.loads(raw) if raw else {}
             except ValueError:
                 payload = {}
-            raise _error_for(exc.code, payload if isinstance(payload, dict) else {}) from None
+            raise _error_for(exc.code, payload if isinstance(payload, dict) else {}, exc.headers) from None
         except TimeoutError as exc:
             raise Timeout(f"no answer from {url} within {self.timeout} s", code="timeout") from exc
         except URLError as exc:
@@ -515,10 +534,16 @@ class Client:
         return self._retrying(lambda: self._once(method, path, body, query), retries)
 
     def _retrying(self, send, retries: int):
-        attempt = 0
+        attempt = limited = 0
         while True:
             try:
                 return send()
+            except RateLimitedError as exc:  # refused before anything was done: safe to send again
+                if limited >= self.rate_limit_retries or exc.retry_after > self.max_retry_after:
+                    raise
+                limited += 1
+                time.sleep(exc.retry_after)
+                continue
             except (Timeout, ConnectionFailed, ServerError) as exc:
                 if attempt >= retries or (isinstance(exc, ServerError) and exc.status not in RETRYABLE_STATUS):
                     raise
