@@ -30,7 +30,12 @@ from tests.api.fuzzing import (  # noqa: F401 - connection_kept_across_requests,
 
 # Enough that every operation is reached on both databases: with GET /compare added, 1,000 left
 # GET /sessions/{key}/requests/{number} unreached on PostgreSQL (the run is derandomized, so always).
+# The run is the same for the same answers, but answers differ with what ran before it in the process
+# (1,200 left GET /sessions/{key}/requests/{number}, then PATCH /project, unreached after other test
+# files, not alone): an operation left unreached gets up to TOP_UPS more runs of a sixth as many
+# scenarios, not derandomized, until every one is reached.
 REQUESTS = int(os.environ.get("CTXWEB_FUZZ_REQUESTS", "1200"))
+TOP_UPS = 3
 STEPS = 10
 
 # The WSGI app runs in this process, on this thread's database connection, so it sees the test database
@@ -116,10 +121,14 @@ def test_chains_of_linked_calls_get_no_server_error_and_no_undeclared_response(p
     Workflow.responses = responses = Counter()
 
     # An example is a scenario of up to STEPS calls; REQUESTS // 6 of them make about 1.8 * REQUESTS requests.
-    Workflow.run(settings=settings(
-        max_examples=REQUESTS // 6, stateful_step_count=STEPS, phases=[Phase.generate],
-        deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck),
-    ))
+    every_operation = {result.ok().label for result in schema.get_all_operations()}
+    for run in range(1 + TOP_UPS):
+        Workflow.run(settings=settings(
+            max_examples=REQUESTS // 6 // (1 if run == 0 else 6), stateful_step_count=STEPS, phases=[Phase.generate],
+            deadline=None, derandomize=run == 0, database=None, suppress_health_check=list(HealthCheck),
+        ))
+        if {label for label, _ in responses} == every_operation:
+            break
 
     summary = "\n".join([f"{calls[kind]:6} {kind}" for kind in ("requests", "initial", "linked", "applied")]
                         + [f"{n:6} {label} {status}" for (label, status), n in sorted(responses.items())])
@@ -127,5 +136,4 @@ def test_chains_of_linked_calls_get_no_server_error_and_no_undeclared_response(p
     assert calls["requests"] >= REQUESTS, summary
     assert calls["linked"] >= calls["requests"] // 2, summary
     assert calls["applied"] >= calls["linked"] // 2, summary
-    every_operation = {result.ok().label for result in schema.get_all_operations()}
     assert {label for label, _ in responses} == every_operation, summary
