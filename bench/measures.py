@@ -41,7 +41,7 @@ from sessions.wire.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
 MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "masking", "search",
-                "plan", "list", "import", "context_check")
+                "plan", "list", "import", "context_check", "scale")
 BATCH = 100
 # The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
 # after this many seconds, as an LLM would, so appends overlap running compactions.
@@ -67,6 +67,7 @@ class Sizes:
     import_lines: tuple[int, int] = (100_000, 1_000_000)  # JSON Lines imported, for import memory
     backlog_messages: int = 30_000  # stored history when automatic compaction is turned on
     backlog_seconds: float = 900  # time bound for working it off
+    scale: tuple[int, int] = (1_000, 1_000_000)  # sessions with the checkpoints compaction made on the way
 
 
 FULL = Sizes(
@@ -78,7 +79,7 @@ QUICK = Sizes(
     reps=5, token_messages=200, append_messages=500, append_reps=3, latency_requests=100,
     concurrent_requests=10, concurrent_batch=10, concurrent_reps=2,
     model_input=(200, 1_000, 10_000), page=(100, 10_000), plan_tokens=100_000, list_sessions=1_000,
-    import_lines=(10_000, 100_000), backlog_messages=6_000, backlog_seconds=120,
+    import_lines=(10_000, 100_000), backlog_messages=6_000, backlog_seconds=120, scale=(1_000, 20_000),
 )
 
 # --- realistic text --------------------------------------------------------------------------------
@@ -812,6 +813,149 @@ class Bench:
                           f"{last.as_dict()['facts'][:2]}, {last.checkpoints} checkpoints")
         self.report.figure(f"context check: 1,000 turns ({last.messages:,} messages, {last.checkpoints} checkpoints)",
                            "ms", ms(samples))
+
+    def build_long(self, key: str, count: int, every_tokens: int = 100_000) -> Built:
+        """A session of `count` messages with the checkpoints automatic compaction would have made on the
+        way: one each time `every_tokens` more were stored, covering up to the turn about 50 messages back
+        (each extends the one before), and the planted sentence in the middle turn. Stored a chunk at a
+        time, so building a million messages holds one chunk in memory. In a project of its own, so a
+        search across the project searches this session."""
+        started = time.perf_counter()
+        project = Project.objects.create(name=f"bench-{key}")
+        session = Session.objects.create(
+            project=project, key=key, title=f"benchmark {key}", instructions=INSTRUCTIONS,
+            instructions_tokens=count_message(Role.SYSTEM, INSTRUCTIONS).total, auto_compact=False)
+        stream = self.corpus.conversation(random.Random(key))
+        origin = timezone.now() - timedelta(days=30)
+        middle = count // 2
+        rows, events, cuts, turn_starts, planted_seq = [], [], [], [], None
+        raw = since_cut = batch_tokens = 0
+        cumulative = [0]  # tokens of messages 1..n, for each cut's replaced_tokens
+
+        def flush():
+            with transaction.atomic():
+                Message.objects.bulk_create(rows, batch_size=2000)
+                Event.objects.bulk_create(events, batch_size=2000)
+            rows.clear()
+            events.clear()
+
+        for c in stream:
+            if c.n > count:
+                break
+            if c.turn_start:
+                turn_starts = [*turn_starts[-40:], c.n]
+                if since_cut >= every_tokens:
+                    cut = next(s for s in reversed(turn_starts) if s <= c.n - 50) - 1
+                    if cut > (cuts[-1][0] if cuts else 0):
+                        cuts.append((cut, c.n - 1, cumulative[cut] if cut < len(cumulative) else raw))
+                        since_cut = raw - cumulative[cut]
+            new = c.template.parsed
+            calls = [{**call, "id": cid} for call, cid in zip(new.tool_calls, c.call_ids, strict=True)]
+            row = message_row(session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
+                              client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id,
+                              digest=message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id,
+                                                    {name: getattr(new, name) for name in MODEL_FIELDS}))
+            tokens = new.tokens
+            if planted_seq is None and c.turn_start and c.n >= middle:
+                planted_seq = c.n
+                row.content = row.text = PLANTED
+                row.tokens = tokens = count_message(Role.USER, PLANTED).total
+                row.digest = message_digest(Role.USER, PLANTED, "", [], "", dict(MODEL_FIELDS))
+            rows.append(row)
+            raw += tokens
+            since_cut += tokens
+            batch_tokens += tokens
+            cumulative.append(raw)
+            if c.n % BATCH == 0 or c.n == count:
+                events.append(Event(session=session, type=EventType.MESSAGES_APPENDED, actor="api:bench",
+                                    created_at=origin + timedelta(seconds=c.n),
+                                    data={"count": BATCH, "first_seq": c.n - BATCH + 1, "last_seq": c.n,
+                                          "tokens": batch_tokens, "input_tokens": raw, "duplicates": 0}))
+                batch_tokens = 0
+            if len(rows) >= 20_000:
+                flush()
+        flush()
+        n = min(count, len(cumulative) - 1)
+        previous = None
+        with transaction.atomic():
+            for number, (cut, made_at, replaced) in enumerate(cuts, start=1):
+                summary = paragraph(random.Random(f"{key}-{number}"), 12)
+                previous = Checkpoint.objects.create(
+                    session=session, previous=previous, number=number, summary=summary,
+                    first_seq=previous.last_seq + 1 if previous else 1, last_seq=cut, created_at_seq=made_at,
+                    summary_tokens=summary_message_tokens(summary, cut), replaced_tokens=replaced, tokens_before=replaced,
+                    summarizer="extractive", trigger="auto")
+            session.message_count, session.raw_tokens = n, raw
+            session.last_activity_at = origin + timedelta(seconds=n)
+            session.checkpoint_count = len(cuts)
+            session.save()
+            refresh_input_tokens(session)
+        self.analyze()
+        built = Built(session, n, raw, previous, planted_seq)
+        progress(f"  built {key}: {n:,} messages, {raw:,} tokens, {len(cuts):,} checkpoints "
+                 f"in {time.perf_counter() - started:.1f} s")
+        return built
+
+    def measure_scale(self) -> None:
+        """Issue 42, item 3: what a member does with one session, at the small size and at the large one
+        (a million messages in the full run), each large figure at most 2x the small one."""
+        from sessions.context.exports import export_response
+        from sessions.context.trace import trace
+
+        small_n, large_n = self.sizes.scale
+        sessions = {n: self.build_long(f"scale-{n}", n) for n in (small_n, large_n)}
+        for n, built in sessions.items():
+            self.report.check(f"scale: {n:,} messages have checkpoints on the way",
+                              built.checkpoint is not None and built.checkpoint.number >= (2 if n > 10_000 else 1),
+                              f"{n}: {built.checkpoint.number if built.checkpoint else 0} checkpoints")
+
+        def operations(built: Built) -> dict[str, Callable[[], object]]:
+            session = self.fresh(built)
+            middle = built.count // 2
+            page = reverse("session", args=[session.project.name, session.key])
+
+            def get(url):
+                def call():
+                    response = self.client.get(url)
+                    if response.status_code != 200:
+                        raise RuntimeError(f"{url}: HTTP {response.status_code}")
+                return call
+
+            def traced():
+                found = trace(session, "zanzibar quokka")
+                if [row.seq for row in found.rows] != [built.planted_seq]:
+                    raise RuntimeError(f"trace found {[row.seq for row in found.rows]}, not #{built.planted_seq}")
+
+            def searched():
+                hits = search_messages("zanzibar quokka", SearchFilters([session.project_id]))
+                if [hit.message.seq for hit in hits] != [built.planted_seq]:
+                    raise RuntimeError(f"search found {[hit.message.seq for hit in hits]}")
+
+            def exported():  # the first thousand messages of the JSON Lines download, streamed
+                lines = 0
+                for chunk in export_response(session, "jsonl").streaming_content:
+                    lines += chunk.count(b"\n")
+                    if lines >= 1000:
+                        return
+                raise RuntimeError(f"the export ended after {lines} lines")
+
+            return {
+                "session page": get(page),
+                "model input": lambda: build_model_input(session),
+                "session page as of the middle message": get(f"{page}?as_of={middle}"),
+                "model input as of the middle message": lambda: build_model_input(session, as_of=middle),
+                "trace a sentence said once": traced,
+                "search the project for it": searched,
+                "export: the first 1,000 messages streamed": exported,
+            }
+
+        small, large = operations(sessions[small_n]), operations(sessions[large_n])
+        for name in small:
+            samples = interleaved({"small": small[name], "large": large[name]}, self.sizes.reps, warmup=1)
+            a = self.report.figure(f"scale: {name}, {small_n:,} messages", "ms", ms(samples["small"])).median
+            b = self.report.figure(f"scale: {name}, {large_n:,} messages", "ms", ms(samples["large"])).median
+            self.report.target(f"scale: {name}, {large_n:,} / {small_n:,} messages", b / a, "<=", 2, "x",
+                               "issue 42 item 3: at most 2x its time at 1,000 messages")
 
     def measure_search(self) -> None:
         built = self.big()
