@@ -48,6 +48,7 @@ def workflow(schema):
     collected costs seconds in every xdist worker)."""
     append = schema["/api/v1/sessions/{key}/messages"]["POST"]
     requests = schema["/api/v1/sessions/{key}/requests"]["GET"]
+    recorded = schema["/api/v1/sessions/{key}/requests/{number}"]["GET"]
 
     class Workflow(schema.as_state_machine()):
         """The generated state machine with an API key on every call and our checks, counting the requests
@@ -88,6 +89,14 @@ def workflow(schema):
                 listed = requests.Case(path_parameters={"key": "chat"})
                 self.recorder.record_case(case=listed)
                 self.step(StepInput.initial(listed))
+                # And, in the first scenario, the one request itself: in some orders of the suite on
+                # PostgreSQL no chain followed the list's links to it in thousands of calls, though they are
+                # declared (and followed when the test runs alone).
+                if not self.calls["direct"]:
+                    self.calls["direct"] += 1
+                    one = recorded.Case(path_parameters={"key": "chat", "number": 1})
+                    self.recorder.record_case(case=one)
+                    self.step(StepInput.initial(one))
             return output
 
         def get_call_kwargs(self, case):
