@@ -11,11 +11,15 @@ list's "pinned fact lost" filter. It is brought up to date after every compactio
 change (a project's sessions on the task queue), and when the session page is opened.
 
 A session keeps at most MAX_SIGHTINGS literals (the first found) and none longer than MAX_LITERAL
-characters; compaction pins every literal, whatever its number or length."""
+characters; compaction pins every literal, whatever its number or length. Opening the session page reads
+at most PAGE_BUDGET messages not read yet (the first opening of a long session's page would otherwise
+read all of it), and says how far it has read; the rest is read by the next openings, or at once after a
+compaction and on the task queue."""
 
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import transaction
 from django_tasks import task
@@ -28,6 +32,7 @@ from sessions.models import Checkpoint, PinnedSighting, Project, Session
 MAX_SIGHTINGS = 500
 MAX_LITERAL = 500
 CHUNK = 2000
+PAGE_BUDGET = 20_000  # messages read for pinned values when a page opens
 
 KEPT, ADDED_BACK, LOST, NOT_COVERED = "kept", "added back", "lost", "not summarized"
 
@@ -59,14 +64,20 @@ def _latest(session: Session) -> Checkpoint | None:
     return session.checkpoints.order_by("-last_seq").only("pk", "summary", "last_seq", "number").first()
 
 
-def refresh_pinned(session: Session) -> int:
+class PinnedRead(NamedTuple):
+    lost: int  # pinned values the latest checkpoint does not carry
+    read_through: int  # the messages read for pinned values so far
+    messages: int  # of the session's
+
+
+def refresh_pinned(session: Session, budget: int | None = None) -> PinnedRead:
     """Read the pinned literals of the messages not read yet (all of them when the declarations
-    changed), and store how many the latest checkpoint loses. Returns that count."""
+    changed; at most `budget` messages), and store how many the latest checkpoint loses."""
     session = Session.objects.select_related("project").get(pk=session.pk)
     facts = pinned_of(session)
     key = pins_key(session)
     through = session.pinned_through if key == session.pinned_key else 0
-    upto = session.message_count
+    upto = session.message_count if budget is None else min(session.message_count, through + budget)
     with transaction.atomic():
         if key != session.pinned_key:
             PinnedSighting.objects.filter(session=session).delete()
@@ -75,7 +86,7 @@ def refresh_pinned(session: Session) -> int:
         lost = _lost_count(session) if facts else 0
         Session.objects.filter(pk=session.pk).update(pinned_key=key, pinned_through=upto if facts else 0,
                                                      pinned_lost=lost)
-    return lost
+    return PinnedRead(lost, upto if facts else 0, session.message_count)
 
 
 def _read(session: Session, facts, through: int, upto: int) -> None:

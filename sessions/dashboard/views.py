@@ -25,7 +25,13 @@ from sessions.context.compare import compare_sides, shown_text, side_of
 from sessions.context.explain import checkpoints_of, page_layout
 from sessions.context.exports import export_response
 from sessions.context.facts import not_in_summary
-from sessions.context.pinned_status import MAX_SIGHTINGS, checkpoint_pins, pinned_rows, refresh_pinned
+from sessions.context.pinned_status import (
+    MAX_SIGHTINGS,
+    PAGE_BUDGET,
+    checkpoint_pins,
+    pinned_rows,
+    refresh_pinned,
+)
 from sessions.context.recorded_input import RAW_LOG
 from sessions.context.trace import trace
 from sessions.context.waiting import compact_and_wait, user_holder
@@ -193,15 +199,16 @@ def _pinned(session: Session, checkpoints) -> dict:
     """The session page's pinned values, read up to its latest message first."""
     if not (session.project.pinned_facts or session.pinned_facts):
         return {}
-    lost = refresh_pinned(session)
+    read = refresh_pinned(session, budget=PAGE_BUDGET)
     return {"pinned_rows": pinned_rows(session, sorted(checkpoints, key=lambda c: c.last_seq)),
-            "pinned_lost": lost, "pinned_max": MAX_SIGHTINGS}
+            "pinned_lost": read.lost, "pinned_max": MAX_SIGHTINGS,
+            "pinned_read": read.read_through if read.read_through < read.messages else None}
 
 
 def _checkpoint_pins(session: Session, checkpoint) -> list:
     if not (session.project.pinned_facts or session.pinned_facts):
         return []
-    refresh_pinned(session)
+    refresh_pinned(session, budget=PAGE_BUDGET)
     return checkpoint_pins(checkpoint)
 
 

@@ -172,3 +172,21 @@ def test_trace_over_the_api_names_the_pinned_fact_and_what_was_added_back(projec
     assert body["messages"][0]["checkpoints"][0]["added_back"] is True
     body = api.get("/sessions/chat/trace", query={"q": "W2378156"}).json()
     assert body["pinned"] is None and body["messages"][0]["checkpoints"][0]["added_back"] is False
+
+
+def test_a_long_sessions_page_reads_its_pinned_values_a_budget_at_a_time(project, viewer_client, monkeypatch):
+    """The page reads at most PAGE_BUDGET messages not read yet each time it opens, and says how far."""
+    monkeypatch.setattr("sessions.dashboard.views.PAGE_BUDGET", 10)
+    session = chat(project, pinned=[ORDER])  # 24 messages, read when pinned: W2378156 in #1, W1111111 in #7
+    append_messages(project, "chat", turns(12, 15, {26: " Also W3333333."}), "test")  # #25-#54, W3333333 in #53
+
+    def opened():
+        section = parse(viewer_client.get(session.get_absolute_url())).one("section", id="pinned-facts")
+        return section.text(), [code.text() for code in section.find_all("code") if code.text().startswith("W")]
+
+    text, values = opened()
+    assert "up to #34 of #54" in text and values == ["W2378156", "W1111111"]
+    text, values = opened()
+    assert "up to #44 of #54" in text
+    text, values = opened()
+    assert "so far" not in text and values == ["W2378156", "W1111111", "W3333333"]
