@@ -70,7 +70,7 @@ class Server:
         self.env = {
             **os.environ, "DATABASE_URL": database_url, "ALLOWED_HOSTS": "127.0.0.1", "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(50), "SECURE_SSL_REDIRECT": "0", "SECURE_COOKIES": "0",
-            "SECURE_HSTS_SECONDS": "0", **UNLIMITED, **(env or {}),
+            "SECURE_HSTS_SECONDS": "0", "DJANGO_SETTINGS_MODULE": "bench.server_settings", **UNLIMITED, **(env or {}),
         }
         self.process: subprocess.Popen | None = None
 

@@ -4,6 +4,9 @@ the same run, interleaved so load from elsewhere on the machine falls on both al
 - physical floor of an append: the same rows' tokens counted with tiktoken and the rows inserted with the
   database driver's `executemany` (sqlite3, or psycopg on PostgreSQL): no HTTP, no ORM, no validation;
 - HTTP floor: `GET /api/v1/ping` on the same gunicorn, through the same API-key authentication;
+- durable-write floor (issue 42, item 1): `POST /api/v1/floor/write` (bench/floor_urls.py, on the
+  benchmark's server only), the same authentication, then the body committed as one row, durably; the
+  appends of one and of four messages are timed against it, interleaved;
 - the application pattern: T turns of four messages, each an append with client ids (as the Python
   client sends) and a fetch of the model input in the `openai` format, per call; the fetch's own floor
   adds the time to serialize its JSON body (`json.dumps` of the body it received).
@@ -30,6 +33,7 @@ TURN = 4  # messages a model call appends
 # Issue 20, item 2.
 BULK_TARGET = {"sqlite": 0.3, "postgresql": 0.2}
 APPEND_TARGET = 2.0  # x the HTTP floor at p50
+DURABLE_TARGET = 1.5  # x the durable-write floor at p50 (issue 42, item 1)
 FETCH_TARGET = 2.0  # x the HTTP floor at p50, plus the body's own serialization
 FLAT_TARGET = 1.25  # last 10% / first 10% of the per-call cost, net of serialization
 
@@ -231,3 +235,47 @@ def measure(bench) -> None:
                 "clock starts (their JSON and digests made), into a bare table of the same columns (the target's "
                 "floor) and into the messages table itself (indexes and full-text upkeep included); each chunk "
                 "is timed right after the HTTP append of the same messages, and the ratio is the median of the pairs")
+    durable_write(bench, 100 if quick else 600)
+
+
+def durable_write(bench, rounds: int) -> None:
+    """Issue 42, item 1: an acknowledged message is on disk, so a small append's floor is an authenticated
+    request that commits one row durably (bench/floor_urls.py), not a read. Rounds of the floor, an append
+    of one message and an append of four, interleaved, each append's body also the floor's."""
+    from bench import floor_urls
+
+    report = bench.report
+    floor_urls.create_table()
+    messages = bench.corpus.api_messages(rounds * 5, random.Random("durable"), "dw")
+    bench.new_api_session("floors-durable")
+    before = floor_urls.rows()
+    floor, one, four = [], [], []
+    for r in range(rounds):
+        single = messages[r * 5:r * 5 + 1]
+        batch = messages[r * 5 + 1:r * 5 + 5]
+        body = json.dumps({"messages": single}).encode()
+        status, data, seconds = bench.api("POST", "/floor/write", body)
+        if not report.check("floors: the durable-write floor answers 200", status == 200, f"HTTP {status}: {data}"):
+            return
+        floor.append(seconds)
+        status, data, seconds = bench.api("POST", "/sessions/floors-durable/messages", body)
+        report.check("floors: one-message append HTTP 200", status == 200, f"HTTP {status}: {str(data)[:300]}")
+        one.append(seconds)
+        status, data, seconds = bench.api("POST", "/sessions/floors-durable/messages", {"messages": batch})
+        report.check("floors: four-message append HTTP 200", status == 200, f"HTTP {status}: {str(data)[:300]}")
+        four.append(seconds)
+    report.check("floors: the durable-write floor stored a row a request", floor_urls.rows() - before == rounds,
+                 f"{floor_urls.rows() - before} rows for {rounds} requests")
+    bench.check_log("floors durable", "floors-durable", [m["id"] for m in messages])
+
+    def p(samples, q):
+        return percentile(samples, q) * 1000
+
+    report.figure("durable-write floor: POST one row, committed p50", "ms", [p(floor, 50)])
+    report.figure("durable-write floor: POST one row, committed p99", "ms", [p(floor, 99)])
+    for label, samples in (("1 message", one), ("4 messages", four)):
+        report.figure(f"append of {label} p50 (durable-write rounds)", "ms", [p(samples, 50)])
+        report.figure(f"append of {label} p99 (durable-write rounds)", "ms", [p(samples, 99)])
+        report.target(f"append of {label} / durable-write floor, p50", p(samples, 50) / p(floor, 50), "<=",
+                      DURABLE_TARGET, "x", "issue 42 item 1: a 1-to-4-message append at most 1.5x an authenticated "
+                      "request that commits one row durably, at p50")
