@@ -137,18 +137,20 @@ class InputWindow:
         return [item for item in self.items if item.kind == "message"]
 
 
+LISTED_CHECKPOINTS = 50
+
+
 def palette_colour(index: int) -> int:
     """The colour of the checkpoint at `index` in the session's checkpoints, oldest first."""
     return index % PALETTE
 
 
 def checkpoint_colour(checkpoint: Checkpoint | None, checkpoints: list[Checkpoint]) -> int | None:
-    if checkpoint is None:
+    """Its colour: by its number, which is its place among the session's checkpoints, oldest first (one
+    look, where finding it among a long session's thousands was one per message of the page)."""
+    if checkpoint is None or not checkpoints:
         return None
-    for i, c in enumerate(checkpoints):
-        if c.pk == checkpoint.pk:
-            return palette_colour(i)
-    return None
+    return palette_colour(checkpoint.number - 1)
 
 
 def _tool_results(session: Session, messages: list[Message]) -> dict[tuple[int, str], int]:
@@ -482,6 +484,9 @@ def session_view(session: Session, *, as_of: int | None = None, around: int | No
     return {
         "layout": layout,
         "checkpoints": checkpoints,
+        # The panel and the as-of choice list the newest LISTED_CHECKPOINTS: a session compacted thousands
+        # of times rendered them all, most of its page's time at a million messages.
+        "listed_checkpoints": checkpoints[-LISTED_CHECKPOINTS:],
         "raw": raw_window(session, layout, checkpoints, around=around),
         "input": input_window(session, layout, checkpoints),
         "compaction": compaction,

@@ -58,3 +58,27 @@ def test_checkpoints_past_the_last_colour_start_again_at_the_first(viewer_client
         expected = {"cp", colour[int(message.get("data-checkpoint"))]}
         assert expected <= message.classes, message
         assert expected <= message.one(cls="badge covered").classes, message
+
+
+def test_a_session_compacted_many_times_lists_its_newest_checkpoints(viewer_client, project, monkeypatch):
+    """The panel and the as-of choice list the newest LISTED_CHECKPOINTS (a session compacted thousands of
+    times rendered them all); each keeps the colour of its number, as the messages it covers do."""
+    monkeypatch.setattr("sessions.dashboard.inspection.LISTED_CHECKPOINTS", 3)
+    key = "compacted-often"
+    update_session(project, key, {"compaction": {"max_tokens": 100_000, "keep_recent_tokens": 1, "auto": False}}, "test")
+    append_messages(project, key, history_turn(0), "test")
+    for n in range(1, PALETTE + 3):
+        append_messages(project, key, history_turn(n), "test")
+        compact(Session.objects.get(project=project, key=key), force=True, actor="test")
+    session = Session.objects.get(project=project, key=key)
+    checkpoints = list(session.checkpoints.order_by("last_seq"))
+    assert len(checkpoints) == PALETTE + 2
+
+    doc = parse(viewer_client.get(session_url(session)))
+    items = doc.one("ol", cls="checkpoints").find_all("li", cls="checkpoint")
+    assert [int(li.get("data-checkpoint")) for li in items] == [c.pk for c in checkpoints[-3:]]
+    for li, checkpoint in zip(items, checkpoints[-3:], strict=True):
+        assert f"cp-{(checkpoint.number - 1) % PALETTE}" in li.classes
+    assert f"The newest 3 of {PALETTE + 2} are listed" in doc.one(cls="checkpoints-unlisted").text()
+    options = doc.one("select", name="as_of_checkpoint").find_all("option")
+    assert [o.get("value") for o in options] == ["", *(str(c.pk) for c in checkpoints[-3:])]
