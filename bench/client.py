@@ -157,3 +157,43 @@ def append_client(port: int, secret: str, key: str, bodies: list[bytes], start, 
         stored += sum(1 for m in json.loads(data)["messages"] if m["stored"])
     results.put({"began": began, "ended": time.monotonic(), "latencies": latencies, "problems": problems,
                  "stored": stored})
+
+
+def app_client(port: int, secret: str, key: str, turns: list[bytes], start, results) -> None:
+    """One application of the many-applications measurement (issue 42, item 5): wait for the others, then
+    for every turn append its messages and fetch the model input in the openai format, as an agent does
+    before each model call; report (first start, last end, latencies of each kind, problems) on `results`."""
+    appends, fetches, problems, stored = [], [], [], 0
+    start.wait()
+    began = time.monotonic()
+    for body in turns:
+        try:
+            status, data, seconds = call(port, "POST", f"/api/v1/sessions/{key}/messages", body, secret)
+            appends.append(seconds)
+            if status != 200:
+                problems.append(f"append HTTP {status}: {data[:300]!r}")
+                continue
+            stored += sum(1 for m in json.loads(data)["messages"] if m["stored"])
+            status, data, seconds = call(port, "GET", f"/api/v1/sessions/{key}/model-input?format=openai", None, secret)
+            fetches.append(seconds)
+            if status != 200:
+                problems.append(f"model input HTTP {status}: {data[:300]!r}")
+        except OSError as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+    results.put({"began": began, "ended": time.monotonic(), "appends": appends, "fetches": fetches,
+                 "problems": problems, "stored": stored})
+
+
+def copy_client(database_url: str, statement: str, chunks: list[bytes], start, results) -> None:
+    """One connection of the many-applications floor: PostgreSQL COPY of a session's rows (COPY's text
+    format, rendered before the clock starts), a turn's rows a transaction, committed as the app commits."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        start.wait()
+        began = time.monotonic()
+        for chunk in chunks:
+            with conn.cursor() as cursor, cursor.copy(statement) as copy:
+                copy.write(chunk)
+            conn.commit()
+        results.put({"began": began, "ended": time.monotonic()})

@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from bench.client import Server, append_client, call
+from bench.client import Server, app_client, append_client, call, copy_client
 from bench.report import Report, percentile, progress
 from sessions.access.api_keys import create_api_key
 from sessions.access.members import set_member
@@ -41,7 +41,7 @@ from sessions.wire.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
 MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "masking", "search",
-                "plan", "list", "import", "context_check", "scale")
+                "plan", "list", "import", "context_check", "scale", "many_apps")
 BATCH = 100
 # The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
 # after this many seconds, as an LLM would, so appends overlap running compactions.
@@ -212,6 +212,26 @@ class Corpus:
         return [next(stream).api(id_prefix) for _ in range(count)]
 
 
+def copy_line(row: tuple) -> bytes:
+    """One row in PostgreSQL COPY's text format: tab-separated, \\N for NULL, backslash escapes."""
+    out = []
+    for value in row:
+        if value is None:
+            out.append("\\N")
+            continue
+        if hasattr(value, "obj"):  # psycopg's Json/Jsonb wrapper of a JSON field
+            value = json.dumps(value.obj)
+        elif isinstance(value, bool):
+            value = "t" if value else "f"
+        elif isinstance(value, (dict, list)):
+            value = json.dumps(value)
+        elif hasattr(value, "isoformat"):
+            value = value.isoformat()
+        text = str(value)
+        out.append(text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r"))
+    return ("\t".join(out) + "\n").encode()
+
+
 def message_row(session: Session, seq: int, new: NewMessage, *, call_seq=None, created_at=None, **changes) -> Message:
     """The Message row the app stores for a parsed message (sessions/ingest/append.py does the same)."""
     fields = {
@@ -268,6 +288,20 @@ def interleaved(fns: dict[str, Callable[[], object]], times: int, warmup: int = 
             fn()
             samples[name].append(time.perf_counter() - started)
     return samples
+
+
+def together(target: Callable, arguments: list[tuple], timeout: float) -> list[dict]:
+    """Run `target(*args, start, results)` in a process for each of `arguments`, started together (they wait
+    on `start`, a barrier); what each put on `results`."""
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(len(arguments)), context.Queue()
+    processes = [context.Process(target=target, args=(*args, start, results)) for args in arguments]
+    for process in processes:
+        process.start()
+    outcomes = [results.get(timeout=timeout) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    return outcomes
 
 
 def ms(samples: list[float]) -> list[float]:
@@ -592,15 +626,7 @@ class Bench:
             messages = self.corpus.api_messages(requests // clients * size, random.Random(f"{key}-{c}"), f"p{c}-")
             sent += [m["id"] for m in messages]
             bodies.append([json.dumps({"messages": messages[i:i + size]}).encode() for i in range(0, len(messages), size)])
-        context = multiprocessing.get_context("spawn")
-        start, results = context.Barrier(clients), context.Queue()
-        processes = [context.Process(target=append_client, args=(self.server.port, self.secret, key, bodies[c], start, results))
-                     for c in range(clients)]
-        for p in processes:
-            p.start()
-        outcomes = [results.get(timeout=600) for _ in processes]
-        for p in processes:
-            p.join(timeout=60)
+        outcomes = together(append_client, [(self.server.port, self.secret, key, bodies[c]) for c in range(clients)], 600)
         problems = [problem for o in outcomes for problem in o["problems"]]
         self.report.check("concurrent: every request answered 200", not problems, "; ".join(problems[:3]))
         self.report.check("concurrent: every message stored once",
@@ -633,6 +659,67 @@ class Bench:
         self.report.figure("concurrent appends: 1 client, same batches (for scale), rate", PER_SECOND, single)
         self.report.figure(f"concurrent appends: {clients} clients / 1 client", "x",
                            [r / s for r, s in zip(rates, single, strict=True)])
+
+    def measure_many_apps(self) -> None:
+        """Issue 42, item 5: 32 applications at once, each in its own session with the default settings
+        (automatic compaction on): a turn appends 4 messages and fetches the model input (openai), against
+        4 gunicorn workers and 2 task workers on PostgreSQL. Against the floor: PostgreSQL COPY of the same
+        rows into the messages table from as many connections, a turn's rows a transaction."""
+        if not self.postgres:
+            self.report.note("many applications: skipped on SQLite (one writer at a time); run with "
+                             "DATABASE_URL=postgres://... to measure them")
+            return
+        from bench.floors import PhysicalFloor
+
+        clients, turns = 32, (8 if self.sizes.reps < 10 else 40)
+        sent, bodies, chunks = {}, [], []
+        copy_rows = PhysicalFloor(self.database_url)  # only for rows(): the app's rows, prepared
+        for c in range(clients):
+            key = f"app-{c}"
+            messages = self.corpus.api_messages(turns * 4, random.Random(key), f"a{c}-")
+            sent[key] = [m["id"] for m in messages]
+            bodies.append([json.dumps({"messages": messages[t * 4:t * 4 + 4]}).encode() for t in range(turns)])
+            floor_session = Session.objects.create(project=self.project, key=f"copy-{c}", auto_compact=False)
+            rows = copy_rows.rows(floor_session, messages, 1)
+            chunks.append([b"".join(copy_line(row) for row in rows[t * 4:t * 4 + 4]) for t in range(turns)])
+        copy_rows.conn.close()
+        columns = ", ".join(f'"{f.column}"' for f in copy_rows.fields)
+        statement = f'COPY "{Message._meta.db_table}" ({columns}) FROM STDIN'
+
+        server = Server(self.database_url, 4, self.tmp / "many-apps.log", task_workers=2)
+        server.start(self.secret)
+        try:
+            for key in sent:
+                status, data = call(server.port, "PUT", f"/api/v1/sessions/{key}", b"{}", self.secret)[:2]
+                self.report.check("many applications: session created", status == 201, f"{key}: HTTP {status} {data[:200]!r}")
+            outcomes = together(app_client, [(server.port, self.secret, key, bodies[c]) for c, key in enumerate(sent)], 900)
+        finally:
+            server.stop()
+        problems = [problem for o in outcomes for problem in o["problems"]]
+        self.report.check("many applications: every call answered 200", not problems, "; ".join(problems[:3]))
+        total = sum(len(ids) for ids in sent.values())
+        self.report.check("many applications: every message stored once", sum(o["stored"] for o in outcomes) == total,
+                          f"{sum(o['stored'] for o in outcomes)} stored of {total}")
+        for key, ids in sent.items():
+            self.check_log("many applications", key, ids)
+        seconds = max(o["ended"] for o in outcomes) - min(o["began"] for o in outcomes)
+
+        floor_outcomes = together(copy_client, [(self.database_url, statement, chunks[c]) for c in range(clients)], 900)
+        floor_seconds = max(o["ended"] for o in floor_outcomes) - min(o["began"] for o in floor_outcomes)
+        copied = Message.objects.filter(session__project=self.project, session__key__startswith="copy-").count()
+        self.report.check("many applications: the COPY floor stored every row", copied == total, f"{copied} of {total}")
+
+        rate, floor_rate = total / seconds, total / floor_seconds
+        self.report.figure(f"many applications: {clients} clients x {turns} turns of 4 messages + model input, "
+                           "aggregate", PER_SECOND, [rate])
+        self.report.figure(f"many applications: floor, PostgreSQL COPY of the same rows from {clients} connections, "
+                           "a turn a transaction", PER_SECOND, [floor_rate])
+        for name, kind in (("append of 4 messages", "appends"), ("model input fetch", "fetches")):
+            latencies = [s * 1000 for o in outcomes for s in o[kind]]
+            self.report.figure(f"many applications: {name} p50", "ms", [percentile(latencies, 50)])
+            self.report.figure(f"many applications: {name} p99", "ms", [percentile(latencies, 99)])
+        self.report.target(f"many applications: {clients} clients / COPY floor", rate / floor_rate, ">=", 0.25, "x",
+                           "issue 42 item 5: at least 0.25 of PostgreSQL COPY of the same rows from as many connections")
 
     def measure_compaction_backlog(self) -> None:
         """Issue 15: a session whose stored history is far over max_tokens gets automatic compaction
