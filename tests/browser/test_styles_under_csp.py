@@ -12,7 +12,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from sessions.dashboard.inspection import PALETTE
+from sessions.dashboard.inspection import LISTED_CHECKPOINTS, PALETTE
 from sessions.ingest.next_request import build_request
 from sessions.models import Session
 
@@ -99,12 +99,15 @@ def test_the_stylesheet_alone_styles_every_kind_of_page(watch, demo, shot):
     expect(page.locator("figure.chart circle.drop")).to_have_count(long.checkpoint_count)
     colours = page.evaluate(PALETTE_COLOURS, PALETTE)
     assert len(set(map(tuple, colours))) == PALETTE, colours  # every colour of the palette differs
+    # The panel lists the newest LISTED_CHECKPOINTS, each in the colour of its number.
     items = page.locator(".checkpoints li.checkpoint")
-    expect(items).to_have_count(long.checkpoint_count)
-    for i in (0, 1, PALETTE - 1, PALETTE, long.checkpoint_count - 1):
+    listed = min(long.checkpoint_count, LISTED_CHECKPOINTS)
+    expect(items).to_have_count(listed)
+    first_listed = long.checkpoint_count - listed  # the number of the first listed, less one
+    for i in (0, 1, PALETTE - 1, PALETTE, listed - 1):
         item = items.nth(i)
         computed = item.evaluate("e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).borderLeftColor]")
-        assert computed == colours[i % PALETTE], i
+        assert computed == colours[(first_listed + i) % PALETTE], i
     shot(page, "styles-under-csp-session")
     # Windows loaded through htmx: earlier raw messages and earlier events.
     for button, items in ((".raw-log button.more-earlier", ".raw-log .msg"), ("#events button.load", "#events li.event")):
