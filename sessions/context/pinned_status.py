@@ -53,9 +53,10 @@ def added_back(summary: str) -> set[str]:
     return set(last[len(PINNED_HEAD):].split(PINNED_JOIN))
 
 
-def state_in(checkpoint: Checkpoint, literal: str, folded: str | None = None) -> str:
-    """KEPT, ADDED_BACK or LOST: how `checkpoint`'s summary stands for a literal it covers."""
-    if literal in added_back(checkpoint.summary):
+def state_in(checkpoint: Checkpoint, literal: str, folded: str | None = None, added: set[str] | None = None) -> str:
+    """KEPT, ADDED_BACK or LOST: how `checkpoint`'s summary stands for a literal it covers (`folded` and
+    `added`: its summary folded and its Pinned: line's values, when the caller read them already)."""
+    if literal in (added if added is not None else added_back(checkpoint.summary)):
         return ADDED_BACK
     return KEPT if carries(folded if folded is not None else fold(checkpoint.summary), literal) else LOST
 
@@ -148,12 +149,14 @@ class PinnedRow:
 def pinned_rows(session: Session, checkpoints: list[Checkpoint]) -> list[PinnedRow]:
     """Every stored pinned literal of `session`, first appeared first, against its checkpoints (in
     last_seq order). Read after refresh_pinned."""
-    folded = {c.pk: fold(c.summary) for c in checkpoints}
+    # Each summary is folded and its Pinned: line read once: a session compacted thousands of times, with
+    # hundreds of pinned values, would otherwise do both for every pair.
+    read = {c.pk: (fold(c.summary), added_back(c.summary)) for c in checkpoints}
     latest = checkpoints[-1] if checkpoints else None
     rows = []
     for sighting in _sightings(session.pk):
         covering = [c for c in checkpoints if c.last_seq >= sighting.seq]
-        states = [(c, state_in(c, sighting.literal, folded[c.pk])) for c in covering]
+        states = [(c, state_in(c, sighting.literal, *read[c.pk])) for c in covering]
         row = PinnedRow(sighting.name, sighting.literal, sighting.seq,
                         states[-1][1] if states else NOT_COVERED, latest if states else None)
         row.added_by = next((c for c, state in states if state == ADDED_BACK), None)
