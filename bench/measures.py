@@ -212,6 +212,25 @@ class Corpus:
         return [next(stream).api(id_prefix) for _ in range(count)]
 
 
+def concrete_row(session: Session, c: "Concrete", origin) -> Message:
+    """The stored row of a generated message `c`, its calls with their ids, created c.n seconds after `origin`."""
+    new = c.template.parsed
+    calls = [{**call, "id": cid} for call, cid in zip(new.tool_calls, c.call_ids, strict=True)]
+    digest = message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id,
+                            {name: getattr(new, name) for name in MODEL_FIELDS})
+    return message_row(session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
+                       client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id,
+                       digest=digest)
+
+
+def plant_text(row: Message, text: str) -> int:
+    """Make `row` a user message of `text` alone; returns its tokens."""
+    row.content = row.text = text
+    row.tokens = count_message(Role.USER, text).total
+    row.digest = message_digest(Role.USER, text, "", [], "", dict(MODEL_FIELDS))
+    return row.tokens
+
+
 def copy_line(row: tuple) -> bytes:
     """One row in PostgreSQL COPY's text format: tab-separated, \\N for NULL, backslash escapes."""
     out = []
@@ -382,30 +401,18 @@ class Bench:
                     head_end = c.n - 1
                 if tokens_after_head is not None and after_head >= tokens_after_head:
                     break
-            new = c.template.parsed
-            calls = [{**call, "id": cid} for call, cid in zip(new.tool_calls, c.call_ids, strict=True)]
-            digest = message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id,
-                                    {name: getattr(new, name) for name in MODEL_FIELDS})
-            rows.append(message_row(
-                session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
-                client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id, digest=digest,
-            ))
-            token_list.append(new.tokens)
+            rows.append(concrete_row(session, c, origin))
+            token_list.append(rows[-1].tokens)
             if head_end is not None:
-                after_head += new.tokens
+                after_head += rows[-1].tokens
         planted_seq = None
         if plant:
             planted_seq = next(s for s in turn_starts if s >= len(rows) // 2)
-            row = rows[planted_seq - 1]
-            row.content = row.text = PLANTED
-            row.tokens = token_list[planted_seq - 1] = count_message(Role.USER, PLANTED).total
-            row.digest = message_digest(Role.USER, PLANTED, "", [], "", dict(MODEL_FIELDS))
+            token_list[planted_seq - 1] = plant_text(rows[planted_seq - 1], PLANTED)
             # And a Japanese question further on, for the search of words inside an unspaced sentence.
             row = rows[next(s for s in turn_starts if s >= len(rows) * 3 // 4) - 1]
-            row.content = row.text = PLANTED_UNSPACED
             row.search_grams = search_grams(PLANTED_UNSPACED)
-            row.tokens = token_list[row.seq - 1] = count_message(Role.USER, PLANTED_UNSPACED).total
-            row.digest = message_digest(Role.USER, PLANTED_UNSPACED, "", [], "", dict(MODEL_FIELDS))
+            token_list[row.seq - 1] = plant_text(row, PLANTED_UNSPACED)
         n = len(rows)
         with transaction.atomic():
             Message.objects.bulk_create(rows, batch_size=2000)
@@ -936,18 +943,11 @@ class Bench:
                     if cut > (cuts[-1][0] if cuts else 0):
                         cuts.append((cut, c.n - 1, cumulative[cut] if cut < len(cumulative) else raw))
                         since_cut = raw - cumulative[cut]
-            new = c.template.parsed
-            calls = [{**call, "id": cid} for call, cid in zip(new.tool_calls, c.call_ids, strict=True)]
-            row = message_row(session, c.n, new, call_seq=c.answers_n, created_at=origin + timedelta(seconds=c.n),
-                              client_id=f"m{c.n}", tool_calls=calls, call_ids=c.call_ids, tool_call_id=c.tool_call_id,
-                              digest=message_digest(new.role, new.content, new.reasoning, calls, c.tool_call_id,
-                                                    {name: getattr(new, name) for name in MODEL_FIELDS}))
-            tokens = new.tokens
+            row = concrete_row(session, c, origin)
+            tokens = row.tokens
             if planted_seq is None and c.turn_start and c.n >= middle:
                 planted_seq = c.n
-                row.content = row.text = PLANTED
-                row.tokens = tokens = count_message(Role.USER, PLANTED).total
-                row.digest = message_digest(Role.USER, PLANTED, "", [], "", dict(MODEL_FIELDS))
+                tokens = plant_text(row, PLANTED)
             rows.append(row)
             raw += tokens
             since_cut += tokens
