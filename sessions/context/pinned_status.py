@@ -85,9 +85,11 @@ def refresh_pinned(session: Session, budget: int | None = None) -> PinnedRead:
         if facts and through < upto:
             _read(session, facts, through, upto)
         lost = _lost_count(session) if facts else 0
-        Session.objects.filter(pk=session.pk).update(pinned_key=key, pinned_through=upto if facts else 0,
-                                                     pinned_lost=lost)
-    return PinnedRead(lost, upto if facts else 0, session.message_count)
+        read_through = upto if facts else 0
+        # Written only when something changed: the session page's GET of an unchanged session writes nothing.
+        if (key, read_through, lost) != (session.pinned_key, session.pinned_through, session.pinned_lost):
+            Session.objects.filter(pk=session.pk).update(pinned_key=key, pinned_through=read_through, pinned_lost=lost)
+    return PinnedRead(lost, read_through, session.message_count)
 
 
 def _read(session: Session, facts, through: int, upto: int) -> None:

@@ -190,3 +190,17 @@ def test_a_long_sessions_page_reads_its_pinned_values_a_budget_at_a_time(project
     assert "up to #44 of #54" in text
     text, values = opened()
     assert "so far" not in text and values == ["W2378156", "W1111111", "W3333333"]
+
+
+def test_opening_the_page_of_an_unchanged_session_writes_nothing(project, viewer_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    session = chat(project, pinned=[ORDER])
+    compacted(session)
+    viewer_client.get(session.get_absolute_url())
+    with CaptureQueriesContext(connection) as queries:
+        assert viewer_client.get(session.get_absolute_url()).status_code == 200
+    writes = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE"))
+              and ("ctx_sessions_session" in q["sql"] or "pinnedsighting" in q["sql"])]
+    assert writes == []
