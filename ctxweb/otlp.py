@@ -16,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from sessions.access import rate_limits
 from sessions.errors import DomainError
 from sessions.ingest import otlp
-from sessions.ingest.recorded_requests import message_count, record_requests
+from sessions.ingest.recorded_requests import record_requests
 from sessions.store.events import actor
 
 from .api import ApiKeyAuth
@@ -75,24 +75,24 @@ def receive_traces(request) -> HttpResponse:
 
 
 def _store(project, spans: otlp.Spans, who: str) -> int:
-    """Each conversation's requests are recorded together. A request record_requests refuses (messages
-    that are not valid OpenAI messages) is a rejected span; so are a conversation's spans when its
-    session cannot take them (a 4xx from the domain), while the other conversations are kept."""
+    """Each conversation's requests are recorded together, in their session's transaction, at most
+    CTXWEB_MAX_CAPTURE_MESSAGES messages a conversation (record_requests' bound: what holds one session's
+    lock; the whole export is bounded by its size, CTXWEB_MAX_REQUEST_BYTES). A request record_requests
+    refuses (messages that are not valid OpenAI messages, or past the bound) is a rejected span; so are a
+    conversation's spans when its session cannot take them (a 4xx from the domain), while the other
+    conversations are kept."""
     by_conversation: dict[str, list] = {}
-    budget = settings.CTXWEB_MAX_CAPTURE_MESSAGES  # messages the whole export may carry
     for request in spans.captured:
         by_conversation.setdefault(request.conversation, []).append(request)
     stored = 0
     for conversation, requests in by_conversation.items():
-        carried = sum(message_count(r) for r in requests)
         try:
-            result = record_requests(project, requests, who, max_messages=max(0, budget))
+            result = record_requests(project, requests, who)
         except DomainError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
             spans.rejected.extend([f"conversation {conversation[:80]!r}: {exc.detail}"] * len(requests))
             continue
-        budget -= carried
         stored += result.stored
         spans.rejected.extend(result.rejected)
     return stored

@@ -313,3 +313,29 @@ def test_messages_keep_the_time_of_their_request_and_the_bytes_sent(project):
     stored = RecordedRequest.objects.get()
     assert json.dumps(stored.messages) == json.dumps(sent)
     assert stored.response == [answer]
+
+
+@pytest.mark.django_db
+def test_messages_sent_again_are_not_counted_again(project, monkeypatch):
+    """A request carries the conversation so far: the messages the raw log already holds take their stored
+    token counts; only the new turn, the system prompt and the response are counted. The counts are the
+    same as counting everything again."""
+    import sessions.wire.validation as validation
+
+    record_requests(project, conversation(2), "app")
+    counted = []
+    real = validation.count_message
+
+    def counting(role, content=None, *args, **kwargs):
+        counted.append(content)
+        return real(role, content, *args, **kwargs)
+
+    monkeypatch.setattr(validation, "count_message", counting)
+    third = captured(3, [SYSTEM, user("question 1"), assistant("answer 1"), user("question 2"), assistant("answer 2"),
+                         user("question 3")], assistant("answer 3"))
+    record_requests(project, [third], "app")
+
+    assert sorted(counted) == sorted([SYSTEM["content"], "question 3", "answer 3"])
+    stored = recorded()[2]
+    expected = [real(m["role"], m["content"]).total for m in third.messages]
+    assert stored.message_tokens == expected and stored.tokens == sum(expected) + 3

@@ -135,8 +135,9 @@ def record_requests(project: Project, captured: list[CapturedRequest], actor: st
         carried += message_count(request)
         if max_messages is not None and carried > max_messages:
             result.rejected.append(
-                f"request {request.external_id}: this export carries more than {max_messages} messages "
-                f"(CTXWEB_MAX_CAPTURE_MESSAGES); the requests past it are refused: export smaller batches")
+                f"request {request.external_id}: its conversation carries more than {max_messages} messages "
+                f"in one export (CTXWEB_MAX_CAPTURE_MESSAGES); the requests past it are refused: export "
+                f"smaller batches")
             continue
         by_conversation.setdefault(request.conversation, []).append(request)
     for key, requests in by_conversation.items():
@@ -386,6 +387,7 @@ class _RawLog:
         self.session = session
         self.by_digest: dict[str, list[int]] = {}  # seqs in increasing order
         self.digests: dict[int, str] = {}
+        self.tokens: dict[int, int] = {}  # stored token counts of the raw messages read
         self.last_seq = session.message_count
         self.read_after = session.message_count  # every raw message after this seq is known
 
@@ -394,11 +396,12 @@ class _RawLog:
         if after >= self.read_after:
             return
         rows = Message.objects.filter(session=self.session, seq__gt=after, seq__lte=self.read_after).order_by(
-            "seq").values_list("seq", "digest")
+            "seq").values_list("seq", "digest", "tokens")
         older = {}
-        for seq, digest in rows:
+        for seq, digest, tokens in rows:
             older.setdefault(digest, []).append(seq)
             self.digests[seq] = digest
+            self.tokens[seq] = tokens
         for digest, seqs in older.items():
             self.by_digest[digest] = seqs + self.by_digest.get(digest, [])
         self.read_after = after
@@ -406,9 +409,21 @@ class _RawLog:
     def digest_of(self, seqs) -> None:
         """Know the digests of these raw messages (a reference's edited ones)."""
         wanted = [seq for seq in seqs if seq not in self.digests and seq <= self.read_after]
-        if wanted:
-            self.digests.update(Message.objects.filter(session=self.session, seq__in=wanted).values_list(
-                "seq", "digest"))
+        self._read_rows(wanted)
+
+    def _read_rows(self, seqs: list[int]) -> None:
+        if seqs:
+            for seq, digest, tokens in Message.objects.filter(session=self.session, seq__in=seqs).values_list(
+                    "seq", "digest", "tokens"):
+                self.digests[seq], self.tokens[seq] = digest, tokens
+
+    def sent_tokens(self, messages: list[NewMessage], seqs: list[int | None]) -> list[int]:
+        """Each sent message's tokens. One the raw log holds as it was sent (its seq, the same digest: the
+        digest covers all that is counted) has its count stored, read in one query with the others not read
+        yet; only the rest (new, edited, system messages) are counted."""
+        self._read_rows([seq for seq in seqs if seq is not None and seq not in self.tokens and seq <= self.read_after])
+        return [self.tokens[seq] if seq is not None and seq in self.tokens and self.digests.get(seq) == m.digest
+                else m.tokens for m, seq in zip(messages, seqs, strict=True)]
 
     def find(self, digest: str, after: int, used: set[int]) -> int | None:
         """The first raw message with this digest after seq `after` not used yet."""
@@ -421,9 +436,10 @@ class _RawLog:
                 return seqs[i]
         return None
 
-    def add(self, digest: str, seq: int) -> None:
+    def add(self, digest: str, seq: int, tokens: int) -> None:
         self.by_digest.setdefault(digest, []).append(seq)
         self.digests[seq] = digest
+        self.tokens[seq] = tokens
         self.last_seq = max(self.last_seq, seq)
 
 
@@ -570,7 +586,7 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str, previ
     response_seqs.extend(_append(project, key, to_append, raw, actor, answered_at, import_source))
     _append(project, key, item.after, raw, actor, answered_at, import_source)
     captured = item.captured
-    tokens = [m.tokens for m in messages]
+    tokens = raw.sent_tokens(messages, seqs)
     return RecordedRequest(
         session=session, external_id=captured.external_id, source=captured.source,
         trace_id=captured.trace_id, started_at=captured.started_at, ended_at=captured.ended_at,
@@ -595,7 +611,7 @@ def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str, 
                                recording=True)
     seqs = [m.seq for m in appended.messages]
     for message, seq in zip(messages, seqs, strict=True):
-        raw.add(message.digest, seq)
+        raw.add(message.digest, seq, message.tokens)  # counted when it was stored
     return seqs
 
 
