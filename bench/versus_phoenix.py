@@ -14,12 +14,18 @@ added (database files after a WAL checkpoint, or pg_database_size on PostgreSQL)
 session with its traces' root spans and their inputs, the data of its session page), and peak RSS of each
 server's process tree (psutil, sampled every 50 ms). Medians of the repetitions.
 
+Then the spans as they come (issue 42, item 6; SpanIngest below): both products receive the same OTLP/HTTP
+exports of OpenInference spans, 512 a batch as the SDK sends them, from many agents at once; spans and
+bytes a second until every span can be read, how soon the last one shows, peak RSS and disk added.
+`--turns 0` runs only that; `--spans 0 0` skips it.
+
 Runs under the project's .venv; Phoenix, its exporter and psutil live in .venv-phoenix (`make bench-phoenix`
-makes it). The same file is the Phoenix client and the RSS sampler, run there (`--phoenix-client`,
-`--sample-rss`): nothing here imports Django or the app at module level.
+makes it). The same file is the Phoenix client, the span maker and the RSS sampler, run there
+(`--phoenix-client`, `--make-spans`, `--sample-rss`): nothing here imports Django or the app at module level.
 """
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -35,15 +41,35 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PHOENIX_PYTHON = Path(os.environ.get("PHOENIX_PYTHON", ROOT / ".venv-phoenix" / "bin" / "python"))
 TURN = 4
+BATCH = 512  # spans an OTLP export carries: BatchSpanProcessor's max_export_batch_size default
 OPENS = 5  # session opens timed per repetition: the first, then the median of the rest
 
 
 # --- run in .venv-phoenix ------------------------------------------------------------------------------
 
 
+def span_attributes(messages: list[dict], upto: int, session_id: str) -> dict:
+    """An OpenInference LLM span's attributes: the first `upto` messages as its input, in its session."""
+    from openinference.semconv.trace import MessageAttributes, SpanAttributes, ToolCallAttributes
+
+    out = {SpanAttributes.OPENINFERENCE_SPAN_KIND: "LLM", SpanAttributes.SESSION_ID: session_id}
+    for n, m in enumerate(messages[:upto]):
+        prefix = f"{SpanAttributes.LLM_INPUT_MESSAGES}.{n}."
+        out[prefix + MessageAttributes.MESSAGE_ROLE] = m["role"]
+        if m.get("content") is not None:
+            out[prefix + MessageAttributes.MESSAGE_CONTENT] = m["content"]
+        if m.get("tool_call_id"):
+            out[prefix + MessageAttributes.MESSAGE_TOOL_CALL_ID] = m["tool_call_id"]
+        for c, call in enumerate(m.get("tool_calls") or ()):
+            call_prefix = f"{prefix}{MessageAttributes.MESSAGE_TOOL_CALLS}.{c}."
+            out[call_prefix + ToolCallAttributes.TOOL_CALL_ID] = call["id"]
+            out[call_prefix + ToolCallAttributes.TOOL_CALL_FUNCTION_NAME] = call["name"]
+            out[call_prefix + ToolCallAttributes.TOOL_CALL_FUNCTION_ARGUMENTS_JSON] = call["arguments"]
+    return out
+
+
 def phoenix_client(port: int, data_path: str, session_id: str) -> None:
     """Send one LLM span a turn, flushed per turn; print the seconds taken as JSON on stdout."""
-    from openinference.semconv.trace import MessageAttributes, SpanAttributes, ToolCallAttributes
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
@@ -58,33 +84,53 @@ def phoenix_client(port: int, data_path: str, session_id: str) -> None:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
     tracer = provider.get_tracer("versus_phoenix")
 
-    def attributes(upto: int) -> dict:
-        out = {SpanAttributes.OPENINFERENCE_SPAN_KIND: "LLM", SpanAttributes.SESSION_ID: session_id}
-        for n, m in enumerate(messages[:upto]):
-            prefix = f"{SpanAttributes.LLM_INPUT_MESSAGES}.{n}."
-            out[prefix + MessageAttributes.MESSAGE_ROLE] = m["role"]
-            if m.get("content") is not None:
-                out[prefix + MessageAttributes.MESSAGE_CONTENT] = m["content"]
-            if m.get("tool_call_id"):
-                out[prefix + MessageAttributes.MESSAGE_TOOL_CALL_ID] = m["tool_call_id"]
-            for c, call in enumerate(m.get("tool_calls") or ()):
-                call_prefix = f"{prefix}{MessageAttributes.MESSAGE_TOOL_CALLS}.{c}."
-                out[call_prefix + ToolCallAttributes.TOOL_CALL_ID] = call["id"]
-                out[call_prefix + ToolCallAttributes.TOOL_CALL_FUNCTION_NAME] = call["name"]
-                out[call_prefix + ToolCallAttributes.TOOL_CALL_FUNCTION_ARGUMENTS_JSON] = call["arguments"]
-        return out
-
     turns = len(messages) // TURN
     began = time.time()  # wall clock, compared with the caller's
     started = time.perf_counter()
     for t in range(turns):
-        with tracer.start_as_current_span("ChatCompletion", attributes=attributes((t + 1) * TURN)):
+        with tracer.start_as_current_span("ChatCompletion", attributes=span_attributes(messages, (t + 1) * TURN, session_id)):
             pass
         if not provider.force_flush(60_000):
             raise SystemExit(f"turn {t}: force_flush timed out")
     exported = time.perf_counter() - started
     provider.shutdown()
     print(json.dumps({"exported": exported, "began": began}))
+
+
+def make_spans(data_path: str, out_dir: str) -> None:
+    """The spans of --spans, made once and written as the bodies the SDK's OTLP/HTTP exporter sends: for
+    each turn, one OpenInference LLM span per conversation whose input holds that conversation so far (as
+    many agents running at once would produce), in batches of BATCH (BatchSpanProcessor's default
+    max_export_batch_size), each encoded by the exporter's own encoder. Prints {"batches", "spans", "bytes"}."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    data = json.loads(Path(data_path).read_text())
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"openinference.project.name": "default",
+                                                        "service.name": "versus-phoenix-spans"}),
+                              span_limits=SpanLimits(max_span_attributes=SpanLimits.UNSET,
+                                                     max_attributes=SpanLimits.UNSET))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("versus_phoenix")
+    conversations = data["conversations"]
+    for t in range(data["turns"]):
+        for session_id, messages in conversations.items():
+            with tracer.start_as_current_span("ChatCompletion",
+                                              attributes=span_attributes(messages, (t + 1) * TURN, session_id)):
+                pass
+    spans = memory.get_finished_spans()
+    out, total = Path(out_dir), 0
+    out.mkdir(parents=True, exist_ok=True)
+    batches = [spans[i:i + BATCH] for i in range(0, len(spans), BATCH)]
+    for n, batch in enumerate(batches):
+        body = encode_spans(batch).SerializePartialToString()  # what OTLPSpanExporter posts
+        (out / f"batch-{n:05d}.bin").write_bytes(body)
+        total += len(body)
+    print(json.dumps({"batches": len(batches), "spans": len(spans), "bytes": total}))
 
 
 def sample_rss(pids: list[int]) -> None:
@@ -371,6 +417,143 @@ class Comparison:
                      [x["first_calls"][i] * 1000 for x in ctx if len(x["first_calls"]) > i])
 
 
+class SpanIngest:
+    """--spans: OTLP/HTTP ingestion of the same exported spans by each product (issue 42, item 6).
+
+    The spans of CONVERSATIONS agents running at once, TURNS model calls each (bench.versus_phoenix.make_spans
+    makes them, in .venv-phoenix, with the SDK and the exporter's encoder), are POSTed batch after batch to
+    /v1/traces, one export at a time as one BatchSpanProcessor does. Per repetition, interleaved, each
+    product gets the same bytes under new session ids. The clock runs from the first POST until every span
+    can be read: for ctxweb when the last POST has answered (it stores before it answers) and the last span's
+    session shows its messages; for Phoenix, which queues what it accepts, when its span count reaches the
+    number sent. "Shown after" is the time from the last POST's start until its last span can be read."""
+
+    def __init__(self, comparison: "Comparison", conversations: int, turns: int):
+        self.c, self.conversations, self.turns = comparison, conversations, turns
+        self.report, self.bench = comparison.report, comparison.bench
+
+    def make(self, rep: int) -> tuple[list[bytes], list[str]]:
+        ids = [f"spans-{rep}-{n}" for n in range(self.conversations)]
+        data = {"turns": self.turns, "conversations": {
+            session_id: self.bench.corpus.api_messages(self.turns * TURN, random.Random(f"spans-{n}"), f"s{n}-")
+            for n, session_id in enumerate(ids)}}
+        path, out = self.c.tmp / f"spans-{rep}.json", self.c.tmp / f"spans-{rep}"
+        path.write_text(json.dumps(data))
+        made = subprocess.run([str(PHOENIX_PYTHON), "-m", "bench.versus_phoenix", "--make-spans", str(path), str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        if made.returncode != 0:
+            raise RuntimeError(f"making the spans failed: {made.stderr[-2000:]}")
+        return [f.read_bytes() for f in sorted(out.glob("batch-*.bin"))], ids
+
+    def post(self, port: int, body: bytes, secret: str = "") -> tuple[int, bytes, float]:
+        headers = {"Content-Type": "application/x-protobuf"}
+        if secret:
+            headers["Authorization"] = f"Bearer {secret}"
+        started = time.perf_counter()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        try:
+            conn.request("POST", "/v1/traces", body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read(), time.perf_counter() - started
+        finally:
+            conn.close()
+
+    def rejected(self, body: bytes) -> int:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        answer = ExportTraceServiceResponse()
+        answer.ParseFromString(body)
+        return answer.partial_success.rejected_spans
+
+    def ctxweb(self, batches: list[bytes], ids: list[str]) -> dict:
+        from sessions.models import RecordedRequest, Session
+
+        server = self.c.server
+        rss = RSS([server.process.pid, *(p.pid for p in server.task_processes)])
+        before = self.c.database_bytes()
+        posts, spans = [], len(ids) * self.turns
+        started = time.perf_counter()
+        for body in batches:
+            last_post = time.perf_counter()
+            status, data, seconds = self.post(server.port, body, self.bench.secret)
+            posts.append(seconds)
+            if not self.report.check("spans: ctxweb answers each export 200 with no span rejected",
+                                     status == 200 and self.rejected(data) == 0, f"HTTP {status}: {data[:300]!r}"):
+                break
+        status, data, _ = self.bench.api("GET", f"/sessions/{ids[-1]}")
+        shown = data.get("message_count") == self.turns * TURN
+        done = time.perf_counter()
+        peak = rss.peak_mb()
+        self.report.check("spans: ctxweb shows the last span's messages in its session once it has answered", shown,
+                          f"HTTP {status}: {str(data)[:300]}")
+        sessions = Session.objects.filter(project=self.bench.project, key__in=ids)
+        counts = sorted({s.message_count for s in sessions})
+        self.report.check("spans: ctxweb holds every conversation, each with every message once",
+                          sessions.count() == len(ids) and counts == [self.turns * TURN], f"{sessions.count()} sessions, counts {counts}")
+        recorded = RecordedRequest.objects.filter(session__in=sessions).count()
+        self.report.check("spans: ctxweb recorded every span as a request", recorded == spans, f"{recorded} of {spans}")
+        return {"wall": done - started, "shown": done - last_post, "post_p50": statistics.median(posts),
+                "rss": peak, "disk": (self.c.database_bytes() - before) / 2**20}
+
+    def phoenix(self, batches: list[bytes], ids: list[str]) -> dict:
+        phoenix, spans = self.c.phoenix, len(ids) * self.turns
+        rss = RSS([phoenix.process.pid])
+        before_bytes, before = phoenix.bytes(), self.count()
+        posts = []
+        started = time.perf_counter()
+        for body in batches:
+            last_post = time.perf_counter()
+            status, data, seconds = self.post(phoenix.port, body)
+            posts.append(seconds)
+            if not self.report.check("spans: phoenix answers each export 200 with no span rejected",
+                                     status == 200 and self.rejected(data) == 0, f"HTTP {status}: {data[:300]!r}"):
+                break
+        while self.count() < before + spans:
+            if time.perf_counter() - started > 1800:
+                raise RuntimeError(f"phoenix: {spans} spans not all readable within 1800 s")
+            time.sleep(0.05)
+        done = time.perf_counter()
+        peak = rss.peak_mb()
+        node = phoenix.session_node(ids[-1])
+        self.report.check("spans: phoenix shows the last span's session with every call",
+                          node is not None and node[1] == self.turns, f"{ids[-1]}: {node}")
+        return {"wall": done - started, "shown": done - last_post, "post_p50": statistics.median(posts),
+                "rss": peak, "disk": (phoenix.bytes() - before_bytes) / 2**20}
+
+    def count(self) -> int:
+        data, _ = self.c.phoenix.graphql("query { projects(first: 10) { edges { node { recordCount } } } }", {})
+        return sum(edge["node"]["recordCount"] for edge in data["projects"]["edges"])
+
+    def run(self, reps: int) -> None:
+        r, ctx, phx = self.report, [], []
+        spans = self.conversations * self.turns
+        for rep in range(reps):
+            batches, ids = self.make(rep)
+            size = sum(map(len, batches))
+            ctx.append(self.ctxweb(batches, ids))
+            progress(f"  spans, rep {rep + 1}: ctxweb {spans / ctx[-1]['wall']:,.0f} spans/s")
+            phx.append(self.phoenix(batches, ids))
+            progress(f"  spans, rep {rep + 1}: phoenix {spans / phx[-1]['wall']:,.0f} spans/s")
+        label = f"spans ({spans:,} in {len(batches)} exports of up to {BATCH}, {size / 2**20:.1f} MB)"
+        rates = {}
+        for name, runs in (("ctxweb", ctx), ("phoenix", phx)):
+            rates[name] = r.figure(f"{label}: {name} spans a second", "spans/s", [spans / x["wall"] for x in runs])
+            r.figure(f"{label}: {name} MB a second", "MB/s", [size / 2**20 / x["wall"] for x in runs])
+            r.figure(f"{label}: {name} export answered, p50", "ms", [x["post_p50"] * 1000 for x in runs])
+            r.figure(f"{label}: {name} last span shown after", "ms", [x["shown"] * 1000 for x in runs])
+            r.figure(f"{label}: {name} peak RSS of the server's processes", "MB", [x["rss"] for x in runs])
+            r.figure(f"{label}: {name} disk added", "MB", [x["disk"] for x in runs])
+        r.target(f"{label}: ctxweb / phoenix spans a second", rates["ctxweb"].median / rates["phoenix"].median,
+                 ">=", SPANS_RATE_TARGET, "x", "issue 42 item 6: at least 5x Phoenix's rate")
+        ctx_rss, phx_rss = statistics.median(x["rss"] for x in ctx), statistics.median(x["rss"] for x in phx)
+        r.target(f"{label}: ctxweb / phoenix peak RSS", ctx_rss / phx_rss, "<=", SPANS_MEMORY_TARGET, "x",
+                 "issue 42 item 6: a tenth of Phoenix's memory")
+
+
+SPANS_RATE_TARGET = 5.0
+SPANS_MEMORY_TARGET = 0.1
+
+
 def progress(message: str) -> None:
     from bench.report import progress as report_progress
 
@@ -384,6 +567,9 @@ def main(argv=None) -> int:
                         help="ctxweb's database; postgresql: a database of its own on DATABASE_URL's server "
                              "(named ctxweb_versus_phoenix, or $CTXWEB_BENCH_DATABASE). Phoenix always uses SQLite.")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--spans", type=int, nargs=2, default=[512, 6], metavar=("CONVERSATIONS", "TURNS"),
+                        help="OTLP ingestion: the spans of CONVERSATIONS agents at once, TURNS calls each (0 0: skip)")
+    parser.add_argument("--spans-reps", type=int, default=2)
     parser.add_argument("--keep", action="store_true", help="keep the databases afterwards")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop both servers on the way out
@@ -410,7 +596,9 @@ def main(argv=None) -> int:
         report.sizes.update(turns="/".join(map(str, args.turns)), messages_a_turn=TURN, repetitions=args.reps,
                             ctxweb_database=args.database, phoenix_database="sqlite")
         comparison = Comparison(report, bench, database.tmp, args.reps)
-        comparison.run(args.turns)
+        comparison.run([t for t in args.turns if t])
+        if all(args.spans):
+            SpanIngest(comparison, *args.spans).run(args.spans_reps)
     finally:
         if comparison is not None:
             comparison.close()
@@ -424,7 +612,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--phoenix-client"]:
+    if sys.argv[1:2] == ["--make-spans"]:
+        make_spans(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["--phoenix-client"]:
         phoenix_client(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif sys.argv[1:2] == ["--sample-rss"]:
         sample_rss([int(pid) for pid in sys.argv[2:]])
