@@ -259,8 +259,9 @@ class Phoenix:
         return sqlite_bytes(self.workdir / "phoenix.db")
 
 
+# The newest sessions first: a run makes more than a page of them (the spans' 512 a repetition).
 SESSIONS_QUERY = """query { projects(first: 10) { edges { node { name
-  sessions(first: 1000) { edges { node { id sessionId numTraces } } } } } } }"""
+  sessions(first: 1000, sort: {col: startTime, dir: desc}) { edges { node { id sessionId numTraces } } } } } } }"""
 # What Phoenix's session page shows (its SessionDetailsQuery and SessionDetailsTraceListQuery, reduced to the
 # session's figures and each trace's root span with its input and output).
 SESSION_QUERY = """query ($id: ID!, $first: Int!) { session: node(id: $id) { ... on ProjectSession {
