@@ -339,3 +339,27 @@ def test_messages_sent_again_are_not_counted_again(project, monkeypatch):
     stored = recorded()[2]
     expected = [real(m["role"], m["content"]).total for m in third.messages]
     assert stored.message_tokens == expected and stored.tokens == sum(expected) + 3
+
+
+@pytest.mark.django_db
+def test_the_next_request_of_a_conversation_is_recorded_in_few_statements(project):
+    """The usual capture, a conversation's next request with its new turn and response, reads the session
+    once (locked), its latest request once, and appends the turn and the response together, with no
+    savepoint inside the conversation's transaction (on PostgreSQL every statement is a round trip)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    record_requests(project, conversation(2), "app")
+    third = captured(3, [SYSTEM, user("question 1"), assistant("answer 1"), user("question 2"), assistant("answer 2"),
+                         user("question 3")], assistant("answer 3"))
+    with CaptureQueriesContext(connection) as queries:
+        record_requests(project, [third], "app")
+
+    statements = [q["sql"] for q in queries.captured_queries]
+    # The conversation's transaction is a savepoint here only because the test runs inside a transaction.
+    assert len([s for s in statements if "SAVEPOINT" in s]) == 2
+    assert sum(1 for s in statements if "FOR UPDATE" in s or s.startswith('SELECT "id", "project_id", "key"')) == 1
+    assert sum(1 for s in statements if 'INSERT INTO "ctx_sessions_event"' in s) == 1, "one append"
+    assert len(statements) <= 13, "\n".join(statements)
+    assert raw_log()[-2:] == [("user", "question 3"), ("assistant", "answer 3")]
+    assert recorded()[2].message_seqs == [None, 1, 2, 3, 4, 5] and recorded()[2].response_seqs == [6]

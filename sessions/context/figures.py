@@ -5,7 +5,7 @@ input. Written inside the transaction that changed the input, for either basis: 
 
 from sessions.context.model_input import layout_model_input
 from sessions.context.recorded_input import recorded_figures
-from sessions.models import Checkpoint, Session
+from sessions.models import Checkpoint, RecordedRequest, Session
 
 
 def save_figures(session: Session, **figures) -> None:
@@ -36,7 +36,8 @@ def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool 
     return layout.tokens
 
 
-def refresh_recorded_figures(session: Session) -> None:
+def refresh_recorded_figures(session: Session, in_force: RecordedRequest | None = None) -> None:
     """Store the figures of what the application sent on the session (inside the transaction that changed
-    it): the sessions list, the meter and every reader of the stored figures show that input."""
-    save_figures(session, **recorded_figures(session))
+    it): the sessions list, the meter and every reader of the stored figures show that input. `in_force`:
+    the session's latest request, when the caller holds it."""
+    save_figures(session, **recorded_figures(session, in_force))

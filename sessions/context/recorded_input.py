@@ -116,11 +116,13 @@ class _SentItem:
         return cls(entry.role, entry.seq, ids, [0] * len(ids), entry.tool_call_id, bool(entry.content))
 
 
-def build_recorded_input(session: Session, *, as_of: int | None = None) -> ModelInput:
+def build_recorded_input(session: Session, *, as_of: int | None = None,
+                         in_force: RecordedRequest | None = None) -> ModelInput:
     """What the application sent (now, or as of message `as_of`): the request in force, its response and
-    what was stored after it, as a ModelInput with basis recorded_request."""
+    what was stored after it, as a ModelInput with basis recorded_request. `in_force`: that request, when
+    the caller holds it already (a capture, which has just stored it)."""
     check_as_of(session, as_of)
-    recorded = request_in_force(session, as_of)
+    recorded = in_force if in_force is not None else request_in_force(session, as_of)
     sent = sent_entries(recorded) if recorded is not None else []
     carried = {e.seq for e in sent if e.seq is not None}
     after = recorded.at_seq if recorded is not None else 0
@@ -171,10 +173,10 @@ def build_input(session: Session, *, as_of: int | None = None, basis: str | None
     return build_model_input(session, as_of=as_of)
 
 
-def recorded_figures(session: Session) -> dict:
+def recorded_figures(session: Session, in_force: RecordedRequest | None = None) -> dict:
     """The session's stored model-input figures (Session.input_tokens, input_messages, input_left_out) for
-    what the application sent now."""
-    model_input = build_recorded_input(session)
+    what the application sent now (`in_force`: its latest request, when the caller holds it)."""
+    model_input = build_recorded_input(session, in_force=in_force)
     return {
         "input_tokens": model_input.tokens,
         "input_messages": sum(1 for e in model_input.entries if e.kind == "message" and e.seq is not None),

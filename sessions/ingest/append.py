@@ -97,7 +97,7 @@ def new_client_id() -> str:
 def append_messages(
     project: Project, key: str, raw_messages, actor: str = "system", *, parsed: Batch | None = None,
     fmt: str = "ctxweb", system=None, import_source: str | None = None, recording: bool = False,
-    compact_after: bool = True,
+    compact_after: bool = True, locked: Session | None = None,
 ) -> AppendResult:
     """Validate and store a batch. Nothing is stored unless every message is valid. An import names its
     source file (`import_source`, see session_store.get_or_create_locked); other appends are the
@@ -107,16 +107,21 @@ def append_messages(
     Once the batch is stored, the rule of every write path runs (compact_after_write): a session with
     automatic compaction on whose input is now over max_tokens gets a run on the task queue. A caller that
     writes a session in pieces (an import, a request built with messages not stored) passes
-    `compact_after=False` and applies the rule itself once the session is whole."""
+    `compact_after=False` and applies the rule itself once the session is whole.
+
+    `locked`: the session `key`, which the caller holds locked in the transaction this runs in and rolls
+    back whole on an error (a recording): it is written as it is, with no savepoint of its own."""
     if parsed is None and (patterns := capture_masking(project)) is not None:
         # The project keeps no personal data: masked before it is parsed, so its tokens are the masked text's.
         raw_messages, system = mask_value(raw_messages, patterns), mask_value(system, patterns)
     batch = parsed if parsed is not None else parse_batch(raw_messages, fmt, system)
     try:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=locked is None):
             if batch.instructions is not None:
                 session, created = update_session(project, key, {"instructions": batch.instructions}, actor,
                                                   import_source=import_source)
+            elif locked is not None:
+                session, created = locked, False
             else:
                 session, created = get_or_create_locked(project, key, actor, import_source=import_source)
             result = AppendResult(session, created)

@@ -37,6 +37,7 @@ from django.db import transaction
 
 from sessions.access.masking import mask_value
 from sessions.access.masking_policy import capture_masking
+from sessions.db.rows import update_fields
 from sessions.errors import DomainError
 from sessions.ingest.append import Batch, append_messages, compact_after_write, parse_batch
 from sessions.ingest.session_store import check_key, get_or_create_locked, update_session
@@ -217,6 +218,11 @@ class _Thread:
     key: str
     latest: _Signature | None  # None: a session with no request yet, which takes the first
     items: list[_Parsed] = field(default_factory=list)
+    # As stored before this capture: its latest request (None: none, or not read; `read` says which), and
+    # for the conversation's first thread its session, which the capture holds locked.
+    stored: RecordedRequest | None = None
+    read: bool = False
+    locked: Session | None = None
 
 
 def thread_key(key: str, number: int) -> str:
@@ -224,20 +230,25 @@ def thread_key(key: str, number: int) -> str:
     return key[: MAX_KEY - len(suffix)] + suffix
 
 
-def _stored_threads(project: Project, key: str) -> list[_Thread]:
-    """The conversation's threads stored so far, the first first, each with its latest request's signature."""
-    base = Session.objects.filter(project=project, key=key).first()
-    if base is None:
-        return []
-    keys = [key] + [k for k in (base.metadata or {}).get("threads", []) if isinstance(k, str)]
-    sessions = {s.key: s for s in Session.objects.filter(project=project, key__in=keys)}
+def _latest_request(session: Session) -> RecordedRequest | None:
+    return (RecordedRequest.objects.filter(session=session).order_by("-started_at", "-number")
+            .defer("messages", "response", "parameters").first())
+
+
+def _stored_threads(project: Project, base: Session) -> list[_Thread]:
+    """The conversation's threads stored so far, the first (`base`, the conversation's session, which the
+    caller holds locked) first, each with its latest request and that request's signature."""
+    others = [k for k in (base.metadata or {}).get("threads", []) if isinstance(k, str) and k != base.key]
+    sessions = {base.key: base}
+    if others:
+        sessions.update((s.key, s) for s in Session.objects.filter(project=project, key__in=others))
     threads = []
-    for k in keys:
+    for k in [base.key, *others]:
         if k not in sessions:
             continue
-        latest = (RecordedRequest.objects.filter(session=sessions[k]).order_by("-started_at", "-number")
-                  .defer("messages", "response", "parameters").first())
-        threads.append(_Thread(k, None if latest is None else _Signature.of(_stored_parsed(latest))))
+        latest = _latest_request(sessions[k])
+        threads.append(_Thread(k, None if latest is None else _Signature.of(_stored_parsed(latest)),
+                               stored=latest, read=True, locked=base if k == base.key else None))
     return threads
 
 
@@ -273,10 +284,11 @@ def _stored_parsed(recorded: RecordedRequest) -> _Parsed:
     return _Parsed(None, sent.messages, response.messages, sent.instructions)
 
 
-def _threads(project: Project, key: str, parsed: list[_Parsed]) -> list[_Thread]:
+def _threads(project: Project, base: Session, parsed: list[_Parsed]) -> list[_Thread]:
     """Each request (in time order) given to the thread it continues (one whose turns it carries, else one
     it goes on from by its system prompt and first question; the most recent first), or to a new thread."""
-    threads = _stored_threads(project, key)
+    key = base.key
+    threads = _stored_threads(project, base)
     recent: list[_Thread] = list(reversed(threads))  # most recently given a request first
     for item in parsed:
         thread = next((t for t in recent if t.latest is not None and t.latest.carried_by(item)), None) or next(
@@ -297,11 +309,11 @@ def _record_conversation(project: Project, key: str, parsed: list[_Parsed], acto
     with transaction.atomic():
         # The conversation's first session, locked first, so that two captures of one conversation
         # assign their requests to threads one after the other.
-        get_or_create_locked(project, key, actor, import_source=import_source)
-        threads = _threads(project, key, parsed)
+        base, _ = get_or_create_locked(project, key, actor, import_source=import_source)
+        threads = _threads(project, base, parsed)
         for thread in threads:
             if thread.items:
-                _record_session(project, thread.key, thread.items, actor, result, import_source)
+                _record_session(project, thread, actor, result, import_source)
         if len(threads) > 1:
             _link_threads(project, [t.key for t in threads], actor, import_source)
 
@@ -326,12 +338,16 @@ def _link_threads(project: Project, keys: list[str], actor: str, import_source: 
 # --- matching ------------------------------------------------------------------------------------
 
 
-def _record_session(project: Project, key: str, parsed: list[_Parsed], actor: str, result: RecordResult,
+def _record_session(project: Project, thread: _Thread, actor: str, result: RecordResult,
                     import_source: str | None) -> None:
+    """Record a thread's requests in its session, within the conversation's transaction (a failure rolls
+    all of it back, so no savepoint of its own: on PostgreSQL each is two more round trips)."""
     from sessions.context.figures import refresh_recorded_figures  # it reads what this module stores
 
-    with transaction.atomic():
-        session, _ = get_or_create_locked(project, key, actor, import_source=import_source)
+    key, parsed = thread.key, thread.items
+    with transaction.atomic(savepoint=False):
+        # The first thread's session is the conversation's, locked already; another's is locked here.
+        session = thread.locked or get_or_create_locked(project, key, actor, import_source=import_source)[0]
         known = set(RecordedRequest.objects.filter(
             session=session, external_id__in=[p.captured.external_id for p in parsed]
         ).values_list("external_id", flat=True))
@@ -346,12 +362,19 @@ def _record_session(project: Project, key: str, parsed: list[_Parsed], actor: st
             return
         raw = _RawLog(session)
         first = fresh[0].captured.started_at
-        stored_before = (RecordedRequest.objects.filter(session=session, started_at__lte=first)
-                         .order_by("-started_at", "-number").defer("messages", "response", "parameters").first())
-        previous = _Reference.stored(stored_before) if stored_before is not None else None
         # Requests arriving in order (the usual case) are numbered on from the last, and what each dropped
-        # is worked out from the one before; one arriving before a stored request renumbers them all.
-        in_order = not RecordedRequest.objects.filter(session=session, started_at__gt=first).exists()
+        # is worked out from the one before; one arriving before a stored request renumbers them all. The
+        # session's latest request, read with its thread, answers both when it started no later than the
+        # first of these.
+        latest = thread.stored if thread.read else _latest_request(session)
+        if latest is None or latest.started_at <= first:
+            stored_before, in_order = latest, True
+        else:
+            stored_before = (RecordedRequest.objects.filter(session=session, started_at__lte=first)
+                             .order_by("-started_at", "-number").defer("messages", "response", "parameters")
+                             .first())
+            in_order = False
+        previous = _Reference.stored(stored_before) if stored_before is not None else None
         number = session.request_count
         rows, before = [], stored_before
         for item in fresh:
@@ -364,15 +387,17 @@ def _record_session(project: Project, key: str, parsed: list[_Parsed], actor: st
         RecordedRequest.objects.bulk_create(rows)
         if not in_order:
             _renumber(session)
-        latest = RecordedRequest.objects.filter(session=session).order_by("-number").values_list(
-            "messages", flat=True).first()
-        instructions = _instructions_of(latest)
+        # The newest request's messages: the last recorded here when they came in order.
+        sent = fresh[-1].captured.messages if in_order else RecordedRequest.objects.filter(
+            session=session).order_by("-number").values_list("messages", flat=True).first()
+        instructions = _instructions_of(sent)
+        count = number if in_order else RecordedRequest.objects.filter(session=session).count()
+        update_fields(session, request_count=count)
         if instructions is not None and instructions != session.instructions:
             update_session(project, key, {"instructions": instructions}, actor, import_source=import_source)
-        count = number if in_order else RecordedRequest.objects.filter(session=session).count()
-        Session.objects.filter(pk=session.pk).update(request_count=count)
-        session.refresh_from_db()
-        refresh_recorded_figures(session)
+            session.refresh_from_db()  # written through a session of its own
+        # Otherwise `session` is as stored: each append above wrote through it.
+        refresh_recorded_figures(session, rows[-1] if in_order else None)  # the latest, when they came in order
         compact_after_write(session, actor)  # the rule of every write: never runs here, the application compacts
         result.stored += len(rows)
         result.sessions.append(key)
@@ -564,27 +589,35 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str, previ
         new_from = 0
     new = [i for i in range(new_from, len(messages)) if seqs[i] is None and messages[i].role != Role.SYSTEM]
     unmatched = [i for i in nonsys if seqs[i] is None and i not in new]
-    sent_at = item.captured.started_at
-    for i, seq in zip(new, _append(project, key, [messages[i] for i in new], raw, actor, sent_at, import_source),
-                      strict=True):
-        seqs[i] = seq
-    at_seq = raw.last_seq
-    # The response follows the request; a later request that arrived first may have stored it already.
-    response_seqs = []
-    after = max([s for s in seqs if s is not None], default=0)
-    used = {s for s in seqs if s is not None}
-    to_append = []
-    for message in item.response:
-        seq = None if to_append else raw.find(message.digest, after, used)
-        if seq is not None:
-            response_seqs.append(seq)
-            used.add(seq)
-            after = seq
-        else:
-            to_append.append(message)
-    answered_at = item.captured.ended_at or item.captured.started_at
-    response_seqs.extend(_append(project, key, to_append, raw, actor, answered_at, import_source))
-    _append(project, key, item.after, raw, actor, answered_at, import_source)
+    sent_at, answered_at = item.captured.started_at, item.captured.ended_at or item.captured.started_at
+    sent = [(messages[i], sent_at) for i in new]
+    later = [(m, answered_at) for m in item.after]
+    if sent:
+        # Nothing stored comes after a new message, so the response (and what the application stored after
+        # it) is new as well: one append for the turn, the response and the rest.
+        stored = _append(project, key, session, sent + [(m, answered_at) for m in item.response] + later, raw,
+                         actor, import_source)
+        for i, seq in zip(new, stored, strict=False):
+            seqs[i] = seq
+        at_seq = stored[len(sent) - 1]
+        response_seqs = stored[len(sent):len(sent) + len(item.response)]
+    else:
+        at_seq = raw.last_seq
+        # The response follows the request; a later request that arrived first may have stored it already.
+        response_seqs = []
+        after = max([s for s in seqs if s is not None], default=0)
+        used = {s for s in seqs if s is not None}
+        to_append = []
+        for message in item.response:
+            seq = None if to_append else raw.find(message.digest, after, used)
+            if seq is not None:
+                response_seqs.append(seq)
+                used.add(seq)
+                after = seq
+            else:
+                to_append.append((message, answered_at))
+        response_seqs.extend(_append(project, key, session, to_append + later, raw, actor,
+                                     import_source)[:len(to_append)])
     captured = item.captured
     tokens = raw.sent_tokens(messages, seqs)
     return RecordedRequest(
@@ -599,16 +632,18 @@ def _match(project, key, session, item: _Parsed, raw: _RawLog, actor: str, previ
     )
 
 
-def _append(project, key, messages: list[NewMessage], raw: _RawLog, actor: str, at,
+def _append(project, key, session: Session, stamped: list[tuple[NewMessage, object]], raw: _RawLog, actor: str,
             import_source: str | None) -> list[int]:
-    """Append messages first seen in a request (sent at `at`) or its response (received at `at`)."""
-    if not messages:
+    """Append messages first seen in a request or its response, each with its time (the request's start,
+    or its end for what it received), to `session`, which the caller holds locked."""
+    if not stamped:
         return []
-    for message in messages:
+    messages = [message for message, _ in stamped]
+    for message, at in stamped:
         message.client_id = ""  # the server names them; a request carries no ids of ours
         message.created_at = at
     appended = append_messages(project, key, None, actor, parsed=Batch(messages), import_source=import_source,
-                               recording=True)
+                               recording=True, locked=session)
     seqs = [m.seq for m in appended.messages]
     for message, seq in zip(messages, seqs, strict=True):
         raw.add(message.digest, seq, message.tokens)  # counted when it was stored
