@@ -363,3 +363,21 @@ def test_the_next_request_of_a_conversation_is_recorded_in_few_statements(projec
     assert len(statements) <= 13, "\n".join(statements)
     assert raw_log()[-2:] == [("user", "question 3"), ("assistant", "answer 3")]
     assert recorded()[2].message_seqs == [None, 1, 2, 3, 4, 5] and recorded()[2].response_seqs == [6]
+
+
+@pytest.mark.django_db
+def test_requests_are_inserted_as_rows_not_as_arrays_of_their_messages(project):
+    """Django's bulk_create on PostgreSQL would send each column of several requests as one array (UNNEST),
+    which psycopg's client-side binding quotes element by element in Python: a request's messages, a long
+    text, cost milliseconds each. JSONTextField's placeholder keeps the insert a plain multi-row VALUES."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("UNNEST inserts are PostgreSQL's")
+    with CaptureQueriesContext(connection) as queries:
+        record_requests(project, conversation(2), "app")
+
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('INSERT INTO "ctx_sessions_recordedrequest"')]
+    assert len(inserts) == 1 and "UNNEST" not in inserts[0]
+    assert [r.number for r in recorded()] == [1, 2] and recorded()[1].messages == conversation(2)[1].messages
