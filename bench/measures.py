@@ -11,6 +11,7 @@ import multiprocessing
 import random
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -146,6 +147,18 @@ class Concrete:
         if self.tool_call_id:
             data["tool_call_id"] = self.tool_call_id
         return data
+
+
+def peak_mb(call: Callable[[], object]) -> float:
+    """The most Python memory `call` holds at once (tracemalloc), above what was held before it, in MB:
+    the objects it builds, not the database's own buffers."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        call()
+        return (tracemalloc.get_traced_memory()[1] - before) / 2**20
+    finally:
+        tracemalloc.stop()
 
 
 class Corpus:
@@ -1043,6 +1056,14 @@ class Bench:
             b = self.report.figure(f"scale: {name}, {large_n:,} messages", "ms", ms(samples["large"])).median
             self.report.target(f"scale: {name}, {large_n:,} / {small_n:,} messages", b / a, "<=", 2, "x",
                                "issue 42 item 3: at most 2x its time at 1,000 messages")
+        # Memory, apart from the times (tracing allocations slows every call down): the most Python memory
+        # one call holds at once, above what was held before it, at each size.
+        for name in small:
+            a, b = peak_mb(small[name]), peak_mb(large[name])
+            self.report.figure(f"scale: {name}, peak Python memory, {small_n:,} messages", "MB", [a])
+            self.report.figure(f"scale: {name}, peak Python memory, {large_n:,} messages", "MB", [b])
+            self.report.target(f"scale: {name}, peak Python memory, {large_n:,} / {small_n:,} messages", b / a,
+                               "<=", 2, "x", "issue 42 item 3: memory bounded, not growing with the session")
 
     def measure_search(self) -> None:
         built = self.big()
