@@ -140,17 +140,12 @@ class InputWindow:
 LISTED_CHECKPOINTS = 50
 
 
-def palette_colour(index: int) -> int:
-    """The colour of the checkpoint at `index` in the session's checkpoints, oldest first."""
-    return index % PALETTE
-
-
-def checkpoint_colour(checkpoint: Checkpoint | None, checkpoints: list[Checkpoint]) -> int | None:
-    """Its colour: by its number, which is its place among the session's checkpoints, oldest first (one
-    look, where finding it among a long session's thousands was one per message of the page)."""
-    if checkpoint is None or not checkpoints:
+def checkpoint_colour(checkpoint: Checkpoint | None) -> int | None:
+    """Its colour (the class cp-N): by its number, which is its place among the session's checkpoints,
+    oldest first; past the last colour the palette starts again at the first."""
+    if checkpoint is None:
         return None
-    return palette_colour(checkpoint.number - 1)
+    return (checkpoint.number - 1) % PALETTE
 
 
 def _tool_results(session: Session, messages: list[Message]) -> dict[tuple[int, str], int]:
@@ -213,7 +208,7 @@ def raw_window(
         covering = covering_checkpoint(chain, m.seq) if explanation.code == Reason.COVERED else None
         items.append(
             RawItem(m, explanation, covering, _calls(m, results, explanation.dropped_calls, explanation.pending_calls),
-                    checkpoint_colour(covering, checkpoints), notes.get(m.seq, []),
+                    checkpoint_colour(covering), notes.get(m.seq, []),
                     hidden_by.get(m.seq) if explanation.code == Reason.EXCLUDED else None)
         )
     first = messages[0].seq if messages else None

@@ -4,7 +4,7 @@ from django import template
 
 from sessions.context.summarizers import SUMMARIZERS
 from sessions.dashboard import session_metadata
-from sessions.dashboard.inspection import palette_colour
+from sessions.dashboard.inspection import checkpoint_colour
 from sessions.store import events
 
 register = template.Library()
@@ -40,9 +40,9 @@ def event_excerpt(data) -> str:
 
 
 @register.filter
-def checkpoint_palette(index: int) -> int:
-    """The colour class number (cp-N) of the checkpoint at `index` in the session's list, oldest first."""
-    return palette_colour(index)
+def checkpoint_palette(checkpoint) -> int | None:
+    """The colour class number (cp-N) of a checkpoint (sessions.dashboard.inspection.checkpoint_colour)."""
+    return checkpoint_colour(checkpoint)
 
 
 @register.filter
