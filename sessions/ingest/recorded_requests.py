@@ -230,9 +230,12 @@ def thread_key(key: str, number: int) -> str:
     return key[: MAX_KEY - len(suffix)] + suffix
 
 
-def _latest_request(session: Session) -> RecordedRequest | None:
-    return (RecordedRequest.objects.filter(session=session).order_by("-started_at", "-number")
-            .defer("messages", "response", "parameters").first())
+def _latest_request(session: Session, started_by=None) -> RecordedRequest | None:
+    """The session's latest request (that started by `started_by`, when given), without its messages."""
+    requests = RecordedRequest.objects.filter(session=session)
+    if started_by is not None:
+        requests = requests.filter(started_at__lte=started_by)
+    return requests.order_by("-started_at", "-number").defer("messages", "response", "parameters").first()
 
 
 def _stored_threads(project: Project, base: Session) -> list[_Thread]:
@@ -370,10 +373,7 @@ def _record_session(project: Project, thread: _Thread, actor: str, result: Recor
         if latest is None or latest.started_at <= first:
             stored_before, in_order = latest, True
         else:
-            stored_before = (RecordedRequest.objects.filter(session=session, started_at__lte=first)
-                             .order_by("-started_at", "-number").defer("messages", "response", "parameters")
-                             .first())
-            in_order = False
+            stored_before, in_order = _latest_request(session, started_by=first), False
         previous = _Reference.stored(stored_before) if stored_before is not None else None
         number = session.request_count
         rows, before = [], stored_before
