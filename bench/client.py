@@ -22,10 +22,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def call(port: int, method: str, path: str, body: bytes | None = None, secret: str = "", timeout: float = 120):
+def call(port: int, method: str, path: str, body: bytes | None = None, secret: str = "", timeout: float = 120,
+         content_type: str = "application/json"):
     """One request on a new connection (gunicorn's sync workers close every connection anyway).
     Returns (status, body bytes, seconds)."""
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": content_type}
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
     started = time.perf_counter()

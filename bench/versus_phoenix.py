@@ -25,7 +25,6 @@ makes it). The same file is the Phoenix client, the span maker and the RSS sampl
 """
 
 import argparse
-import http.client
 import json
 import os
 import random
@@ -447,17 +446,9 @@ class SpanIngest:
         return [f.read_bytes() for f in sorted(out.glob("batch-*.bin"))], ids
 
     def post(self, port: int, body: bytes, secret: str = "") -> tuple[int, bytes, float]:
-        headers = {"Content-Type": "application/x-protobuf"}
-        if secret:
-            headers["Authorization"] = f"Bearer {secret}"
-        started = time.perf_counter()
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        try:
-            conn.request("POST", "/v1/traces", body=body, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.read(), time.perf_counter() - started
-        finally:
-            conn.close()
+        from bench.client import call
+
+        return call(port, "POST", "/v1/traces", body, secret, timeout=600, content_type="application/x-protobuf")
 
     def rejected(self, body: bytes) -> int:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
