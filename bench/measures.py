@@ -36,6 +36,7 @@ from sessions.ingest.context_check import check_messages
 from sessions.models import MODEL_FIELDS, Checkpoint, Event, EventType, Message, Project, Role, Session, Tag
 from sessions.store.project_settings import reveal_to, set_masking
 from sessions.store.search import SearchFilters, search_messages
+from sessions.store.trace_blocks import index_session
 from sessions.wire.grams import search_grams
 from sessions.wire.tokens import count_message, encoding
 from sessions.wire.validation import NewMessage, message_digest, parse_message
@@ -990,10 +991,17 @@ class Bench:
             session.checkpoint_count = len(cuts)
             session.save()
             refresh_input_tokens(session)
+        built_in = time.perf_counter() - started
+        # What the task queue does once appends fill a block of messages (sessions/store/trace_blocks.py);
+        # stored here a chunk at a time, so indexed once at the end.
+        started = time.perf_counter()
+        blocks = index_session(session.pk)
+        indexed_in = time.perf_counter() - started
+        self.report.figure(f"scale: trace blocks of {n:,} messages, written in", "s", [indexed_in])
         self.analyze()
         built = Built(session, n, raw, previous, planted_seq)
         progress(f"  built {key}: {n:,} messages, {raw:,} tokens, {len(cuts):,} checkpoints "
-                 f"in {time.perf_counter() - started:.1f} s")
+                 f"in {built_in:.1f} s; its {blocks:,} trace blocks in {indexed_in:.1f} s")
         return built
 
     def measure_scale(self) -> None:

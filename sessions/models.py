@@ -314,6 +314,26 @@ class PinnedSighting(models.Model):
         return f"{self.name}: {self.literal} (#{self.seq})"
 
 
+class TraceBlock(models.Model):
+    """Which three-character runs of letters and digits a block of a session's messages holds, so Trace
+    reads only the blocks that can hold a string (sessions/store/trace_blocks.py). Level 0: the messages
+    number * BLOCK + 1 to (number + 1) * BLOCK; level 1: the level-0 blocks number * SPAN to
+    (number + 1) * SPAN - 1, all of them. Written once a block is whole; messages never change after."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="trace_blocks")
+    level = models.PositiveSmallIntegerField()
+    number = models.PositiveIntegerField()
+    grams = models.BinaryField()  # zlib of a bitset over the 36**3 trigrams of [0-9A-Z]
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "level", "number"], name="trace_block_unique"),
+        ]
+
+    def __str__(self):
+        return f"trace block {self.level}/{self.number}"
+
+
 class Event(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
     type = models.CharField(max_length=40, choices=EventType.choices)

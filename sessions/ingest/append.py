@@ -23,6 +23,7 @@ from sessions.ingest.session_store import get_or_create_locked, update_session
 from sessions.models import CompactionRun, Project, Role, Session
 from sessions.store.event_types import MessagesAppended
 from sessions.store.events import record
+from sessions.store.trace_blocks import index_after_append
 from sessions.wire.provider_messages import to_ctxweb
 from sessions.wire.validation import NewMessage, parse_messages
 
@@ -210,6 +211,7 @@ def _store(session: Session, batch: list[NewMessage], result: AppendResult, acto
     if not to_create:
         return
     insert_messages(session, to_create)
+    index_after_append(session.pk, to_create[0].seq, to_create[-1].seq)
     added_tokens = sum(m.tokens for m in to_create)
     visible = [m for m in to_create if m.include_in_messages and m.role != Role.SYSTEM]
     figures = input_figures_after_append(session, to_create[0].seq, visible)
