@@ -320,9 +320,19 @@ class _Calls:
     text: str = ""
 
 
-# What Trace reads of every checkpoint: not its summary (read only where it covers a message found) nor
-# its lost facts. A session of a million messages has 1,481.
-CHECKPOINT_FIELDS = ("id", "session_id", "previous_id", "number", "first_seq", "last_seq", "created_at_seq")
+# What Trace reads of a checkpoint: not its lost facts.
+CHECKPOINT_FIELDS = ("id", "session_id", "previous_id", "number", "first_seq", "last_seq", "created_at_seq", "summary")
+
+
+def _covering(session: Session, first_seq: int | None) -> list[Checkpoint]:
+    """The checkpoints that cover a message from `first_seq` on (the first message found), in order; with
+    none found or none covering, the latest alone (the model input is laid out on it). Those before
+    cover no message found: a session of a million messages has 1,481 checkpoints."""
+    checkpoints = session.checkpoints.only(*CHECKPOINT_FIELDS).order_by("last_seq")
+    if first_seq is not None and (covering := list(checkpoints.filter(last_seq__gte=first_seq))):
+        return covering
+    latest = checkpoints.last()
+    return [latest] if latest else []
 
 
 def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
@@ -330,15 +340,12 @@ def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
     found = _found(session, pattern, limit + 1)
     truncated = len(found) > limit
     messages = found[:limit]
-    checkpoints = list(session.checkpoints.only(*CHECKPOINT_FIELDS).order_by("last_seq"))
+    checkpoints = _covering(session, messages[0].seq if messages else None)
     layout = page_layout(session, checkpoints)
     current = layout.checkpoint
-    # Only a checkpoint covering a message found is asked whether its summary carries the string.
-    first = messages[0].seq if messages else None
-    summaries = dict(session.checkpoints.filter(last_seq__gte=first).values_list("pk", "summary")) if messages else {}
-    carried = {pk: pattern.carried_by(summary) for pk, summary in summaries.items()}
+    carried = {c.pk: pattern.carried_by(c.summary) for c in checkpoints}
     pinned = None if pattern.wildcard else pinned_name(session, pattern.text)
-    back = {pk: bool(pinned) and pattern.text in added_back(summary) for pk, summary in summaries.items()}
+    back = {c.pk: bool(pinned) and pattern.text in added_back(c.summary) for c in checkpoints}
     explanations = explain_messages(messages, layout, checkpoints)
     rows = [
         TraceRow(m, _excerpt(m, pattern), explanations[m.seq],
