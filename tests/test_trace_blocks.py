@@ -3,11 +3,13 @@ issue 42 item 3): the same answer as reading every message, on real transcripts 
 case rules fold; blocks written by the task an append enqueues once it fills one; blocks not written yet,
 and the messages after the last whole block, read as before."""
 
+import io
 import logging
 import random
 import re
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -221,3 +223,16 @@ def test_on_postgresql_its_own_case_rules_agree_with_the_blocks(small_blocks):
 
     for query in ("stop", "STOP and", "kumquat", "kumquat and", "final", "st*p"):
         assert found(session, query) == unindexed(session, query), query
+
+
+def test_the_command_writes_the_blocks_of_sessions_stored_before_them(small_blocks):
+    session = indexed(10, 8 * 5, {})
+    TraceBlock.objects.filter(session=session).delete()  # as a database from before the trace blocks
+    out = io.StringIO()
+
+    call_command("trace_blocks", "--project", "blocks", stdout=out)
+
+    assert out.getvalue() == "long: 6 blocks written\n6 blocks written\n"
+    assert TraceBlock.objects.filter(session=session).count() == 6
+    with pytest.raises(CommandError, match="No project 'nope'"):
+        call_command("trace_blocks", "--project", "nope")
