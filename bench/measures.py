@@ -1108,10 +1108,11 @@ class Bench:
             if connection.vendor == "sqlite":
                 cursor.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'ctx_message_fts%'")
                 return cursor.fetchone()[0] or 0, "the FTS5 table's own tables"
-            cursor.execute("SELECT pg_relation_size('message_search_vector'), "
+            # The index of each partition (migration 0032): the partitioned index itself holds nothing.
+            cursor.execute("SELECT (SELECT SUM(pg_relation_size(relid)) FROM pg_partition_tree('message_search_vector')), "
                            "(SELECT SUM(pg_column_size(search_vector)) FROM ctx_sessions_message)")
             index, column = cursor.fetchone()
-            return index + (column or 0), "the GIN index and the stored tsvector column"
+            return int(index or 0) + int(column or 0), "the GIN index and the stored tsvector column"
 
     def measure_plan(self) -> None:
         built = self.build("plan", tokens_after_head=self.sizes.plan_tokens, checkpoint="head")

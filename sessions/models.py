@@ -712,7 +712,10 @@ class CompactionRun(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     run_after = models.DateTimeField(null=True, blank=True)  # a retry waits until then
     task_id = models.CharField(max_length=64, blank=True, default="")  # the task queue's id of its task
-    started_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # No constraint in the database: a foreign key may not point into a table partitioned by session
+    # (migration 0032); Django still sets it to NULL when its event is deleted.
+    started_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                      db_constraint=False)
     outcome = models.JSONField(default=dict, blank=True)  # Outcome.figures() of the last attempt
     # Done by the process that asked for it (compaction_runs.compact), not by a task worker: never retried.
     in_process = models.BooleanField(default=False)
