@@ -93,14 +93,6 @@ class Bitset:
         return zlib.compress(bytes(self.bits), 1)
 
 
-def bitset(texts) -> bytes:
-    """The compressed bitset of the trigrams `texts` hold."""
-    bits = Bitset()
-    for text in texts:
-        bits.add(text)
-    return bits.compressed()
-
-
 def union(blobs) -> bytes:
     total = 0
     for blob in blobs:
@@ -201,8 +193,8 @@ def index_session(session_id: int) -> int:
     for span in range(whole // SPAN):
         if span in spans_have:
             continue
-        blobs = rows.filter(level=0, number__range=(span * SPAN, span * SPAN + SPAN - 1)).values_list("grams", flat=True)
-        blobs = list(blobs)
+        blobs = list(rows.filter(level=0, number__range=(span * SPAN, span * SPAN + SPAN - 1))
+                     .values_list("grams", flat=True))
         if len(blobs) == SPAN:
             TraceBlock.objects.bulk_create([TraceBlock(session_id=session_id, level=1, number=span, grams=union(blobs))],
                                            ignore_conflicts=True)
