@@ -1053,6 +1053,7 @@ class Bench:
                 "session page as of the middle message": get(f"{page}?as_of={middle}"),
                 "model input as of the middle message": lambda: build_model_input(session, as_of=middle),
                 "trace a sentence said once": traced,
+                "the session page with that trace": get(f"{page}?trace=zanzibar+quokka"),
                 "search the project for it": searched,
                 "export: the first 1,000 messages streamed": exported,
             }

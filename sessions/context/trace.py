@@ -19,6 +19,7 @@ characters and MAX_WILDCARDS stars."""
 import functools
 import json
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import re2
@@ -33,7 +34,7 @@ from sessions.context.model_input import Reason
 from sessions.context.pinned_status import added_back, pinned_name
 from sessions.db.message_sizes import FIELD_SHOWN, PAGE_DEFERRED
 from sessions.errors import DomainError
-from sessions.models import Checkpoint, Event, EventType, Message, Role, Session
+from sessions.models import Event, EventType, Message, Role, Session
 from sessions.store.search import SNIPPET, Snippet, snippet, terms_of
 from sessions.store.trace_blocks import query_grams, scan_ranges
 
@@ -162,13 +163,37 @@ def parse_pattern(query) -> Pattern:
     return Pattern(text, parts)
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointMark:
+    """What Trace keeps of a checkpoint it read: its place, and how its summary stands for the string
+    (the summary itself is read, judged and let go: a million-message session has 1,481 checkpoints)."""
+
+    pk: int
+    number: int
+    first_seq: int
+    last_seq: int
+    created_at_seq: int
+    carries: bool  # its summary carries the string
+    added_back: bool  # carried on the Pinned: line compaction appended (a pinned fact's value)
+
+    @property
+    def id(self) -> int:
+        return self.pk
+
+
 @dataclass
 class Coverage:
     """A checkpoint whose summary stands for a message, and whether that summary carries the string."""
 
-    checkpoint: Checkpoint
-    carries: bool
-    added_back: bool = False  # carried on the Pinned: line compaction appended (a pinned fact)
+    checkpoint: CheckpointMark
+
+    @property
+    def carries(self) -> bool:
+        return self.checkpoint.carries
+
+    @property
+    def added_back(self) -> bool:
+        return self.checkpoint.added_back
 
     @property
     def id(self) -> int:
@@ -187,12 +212,36 @@ class Coverage:
         return self.checkpoint.created_at_seq
 
 
+@dataclass(frozen=True)
+class CoverageRun:
+    """Consecutive checkpoints covering a message whose summaries stand for the string alike (what the
+    page shows: a message of a long session is covered by every checkpoint made after it)."""
+
+    first: CheckpointMark  # how it stands for the string is the run's
+    last: CheckpointMark
+    count: int
+
+
 @dataclass
 class TraceRow:
     message: Message
     excerpt: Snippet  # plain text around the match, with where the match is in it
     explanation: Explanation
-    coverage: list[Coverage] = field(default_factory=list)
+    covering: list[CheckpointMark] = field(default_factory=list)  # the checkpoints covering it, in order
+
+    @property
+    def coverage(self) -> list[Coverage]:
+        return [Coverage(c) for c in self.covering]
+
+    @property
+    def coverage_runs(self) -> list[CoverageRun]:
+        runs: list[CoverageRun] = []
+        for mark in self.covering:
+            if runs and (runs[-1].first.carries, runs[-1].first.added_back) == (mark.carries, mark.added_back):
+                runs[-1] = CoverageRun(runs[-1].first, mark, runs[-1].count + 1)
+            else:
+                runs.append(CoverageRun(mark, mark, 1))
+        return runs
 
     @property
     def seq(self) -> int:
@@ -226,9 +275,9 @@ class Trace:
     rows: list[TraceRow]
     truncated: bool  # more messages match than are shown
     sentence: str
-    lost_at: Checkpoint | None = None  # the first checkpoint after the last mention whose summary lacks it
+    lost_at: CheckpointMark | None = None  # the first checkpoint after the last mention whose summary lacks it
     first_request: Event | None = None  # the first REQUEST_BUILT built on such a checkpoint
-    current: Checkpoint | None = None  # the checkpoint the model input is built on now
+    current: CheckpointMark | None = None  # the checkpoint the model input is built on now
     fact_kind: str | None = None  # the kind of fact checkpoints count it as; None when they do not
     pinned: str | None = None  # the name of the pinned fact it is a value of (sessions/context/pinned_status.py)
 
@@ -321,18 +370,32 @@ class _Calls:
 
 
 # What Trace reads of a checkpoint: not its lost facts.
-CHECKPOINT_FIELDS = ("id", "session_id", "previous_id", "number", "first_seq", "last_seq", "created_at_seq", "summary")
+CHECKPOINT_FIELDS = ("id", "number", "first_seq", "last_seq", "created_at_seq", "summary")
+CHECKPOINTS_AT_ONCE = 256
 
 
-def _covering(session: Session, first_seq: int | None) -> list[Checkpoint]:
+def _mark(row: tuple, pattern: Pattern, pinned: str | None) -> CheckpointMark:
+    """A checkpoint's CHECKPOINT_FIELDS judged: whether its summary carries the string."""
+    pk, number, first, last, made_at, summary = row
+    return CheckpointMark(pk, number, first, last, made_at, pattern.carried_by(summary),
+                          bool(pinned) and pattern.text in added_back(summary))
+
+
+def _covering(session: Session, first_seq: int | None, pattern: Pattern, pinned: str | None) -> list[CheckpointMark]:
     """The checkpoints that cover a message from `first_seq` on (the first message found), in order; with
     none found or none covering, the latest alone (the model input is laid out on it). Those before
-    cover no message found: a session of a million messages has 1,481 checkpoints."""
-    checkpoints = session.checkpoints.only(*CHECKPOINT_FIELDS).order_by("last_seq")
-    if first_seq is not None and (covering := list(checkpoints.filter(last_seq__gte=first_seq))):
-        return covering
-    latest = checkpoints.last()
-    return [latest] if latest else []
+    cover no message found: a session of a million messages has 1,481 checkpoints. Their summaries are
+    read CHECKPOINTS_AT_ONCE at a time, judged, and not kept."""
+
+    def marks(rows) -> list[CheckpointMark]:
+        return [_mark(row, pattern, pinned) for row in rows]
+
+    checkpoints = session.checkpoints.order_by("last_seq").values_list(*CHECKPOINT_FIELDS)
+    if first_seq is not None:
+        rows = checkpoints.filter(last_seq__gte=first_seq).iterator(chunk_size=CHECKPOINTS_AT_ONCE)
+        if covering := marks(rows):
+            return covering
+    return marks(checkpoints.reverse()[:1])
 
 
 def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
@@ -340,25 +403,24 @@ def trace(session: Session, query: str, limit: int = MAX_ROWS) -> Trace:
     found = _found(session, pattern, limit + 1)
     truncated = len(found) > limit
     messages = found[:limit]
-    checkpoints = _covering(session, messages[0].seq if messages else None)
+    pinned = None if pattern.wildcard else pinned_name(session, pattern.text)
+    checkpoints = _covering(session, messages[0].seq if messages else None, pattern, pinned)
     layout = page_layout(session, checkpoints)
     current = layout.checkpoint
-    carried = {c.pk: pattern.carried_by(c.summary) for c in checkpoints}
-    pinned = None if pattern.wildcard else pinned_name(session, pattern.text)
-    back = {c.pk: bool(pinned) and pattern.text in added_back(c.summary) for c in checkpoints}
+    if current is not None:  # the model input's own checkpoint: one of those read, or (a recorded request's) read
+        current = next((c for c in checkpoints if c.pk == current.pk), None) or _mark(
+            tuple(getattr(current, name) for name in CHECKPOINT_FIELDS), pattern, pinned)
     explanations = explain_messages(messages, layout, checkpoints)
-    rows = [
-        TraceRow(m, _excerpt(m, pattern), explanations[m.seq],
-                 [Coverage(c, carried[c.pk], back[c.pk]) for c in checkpoints if c.last_seq >= m.seq])
-        for m in messages
-    ]
+    last_seqs = [c.last_seq for c in checkpoints]
+    rows = [TraceRow(m, _excerpt(m, pattern), explanations[m.seq], checkpoints[bisect_left(last_seqs, m.seq):])
+            for m in messages]
     kind = None if pattern.wildcard else fact_kind(pattern.text, [_around(m, pattern) for m in messages])
     result = Trace(pattern.text, rows, truncated, "", current=current, fact_kind=kind, pinned=pinned)
-    result.sentence = _answer(pattern.text, rows, truncated, checkpoints, carried, current, result)
+    result.sentence = _answer(session, pattern.text, rows, truncated, checkpoints, current, result)
     return result
 
 
-def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace) -> str:
+def _answer(session, text, rows, truncated, checkpoints, current, result: Trace) -> str:
     quoted = f"“{text}”"
     if not rows:
         return f"{quoted} appears in no message of this session."
@@ -380,19 +442,14 @@ def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace)
     covering = after[0]
     they = "it was" if len(sent) == 1 else "they were"
     head = f"{head}; {they} covered by checkpoint {covering.number} (made after #{covering.created_at_seq})"
-    if carried[current.pk]:
+    if current.carries:
         if current.pk == covering.pk:
             return f"{head}, whose summary carries it, so the model still sees it in the summary."
         return (f"{head}; the current summary (checkpoint {current.number}) still carries it, so the model sees it "
                 f"in the summary.")
-    lost_at = next(c for c in after if not carried[c.pk] and c.last_seq <= current.last_seq)
+    lost_at = next(c for c in after if not c.carries and c.last_seq <= current.last_seq)
     result.lost_at = lost_at
-    candidates = [c.pk for c in after if not carried[c.pk]]
-    result.first_request = (
-        Event.objects.filter(session_id=covering.session_id, type=EventType.REQUEST_BUILT,
-                             data__checkpoint_id__in=candidates)
-        .order_by("pk").only("pk", "created_at", "data").first()
-    )
+    result.first_request = _first_request(session, after)
     if lost_at.pk == covering.pk:
         head += ", whose summary does not mention it"
     else:
@@ -401,3 +458,25 @@ def _answer(text, rows, truncated, checkpoints, carried, current, result: Trace)
     if result.first_request is not None:
         sentence = sentence[:-1] + f" (the first without it: request {result.first_request.pk})."
     return sentence
+
+
+def _first_request(session: Session, after: list[CheckpointMark]) -> Event | None:
+    """The first REQUEST_BUILT built on a checkpoint of `after` whose summary does not carry the string.
+    Asked by runs of such checkpoints' ids (a run of 740 is one BETWEEN, not 740 parameters); an event
+    in a run's range but on no such checkpoint (one since deleted) is passed over."""
+    runs: list[list[int]] = []
+    for previous, mark in zip([None, *after], after, strict=False):
+        if not mark.carries:
+            if previous is not None and not previous.carries and runs:
+                runs[-1][1] = mark.pk
+            else:
+                runs.append([mark.pk, mark.pk])
+    if not runs:
+        return None
+    wanted = {c.pk for c in after if not c.carries}
+    within = Q()
+    for low, high in runs:
+        within |= Q(data__checkpoint_id__gte=low, data__checkpoint_id__lte=high)
+    events = (Event.objects.filter(within, session_id=session.pk, type=EventType.REQUEST_BUILT)
+              .order_by("pk").only("pk", "created_at", "data"))
+    return next((e for e in events.iterator(chunk_size=100) if e.data.get("checkpoint_id") in wanted), None)
