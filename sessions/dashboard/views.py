@@ -6,7 +6,6 @@ from urllib.parse import urlencode, urlsplit
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -58,7 +57,7 @@ from sessions.ingest.next_request import sent_request
 from sessions.ingest.session_store import update_session
 from sessions.models import CompactionRun, Membership, Role, Session
 from sessions.store.events import actor, event_record_json, newest_events
-from sessions.store.listing import find_sessions
+from sessions.store.listing import find_sessions, list_page
 from sessions.store.notes import (
     add_note,
     change_tag,
@@ -101,7 +100,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
     if seeks_masked(request, filters.q):
         sessions = sessions.none()  # personal data in the words sought: one who sees it masked finds nothing by it
     size = form.page_size()
-    page = Paginator(sessions, size).get_page(request.GET.get("page"))
+    page = list_page(sessions, request.GET.get("page"), size)
     rows = []
     for s in page.object_list:
         compaction = s.compaction_settings()

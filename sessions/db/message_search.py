@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 
@@ -96,13 +97,26 @@ def _match(text: TextQuery) -> tuple[str, str, str, list]:
     )
 
 
+# A search ranks at most this many matching messages, the newest: a word in a quarter of 10,000,000
+# messages took seconds to rank whole, and its newest 2,000 are read from the end of the index in
+# milliseconds (docs/performance.md, "A project of 100,000 sessions"). sessions/store/search.py says when
+# more match.
+RANKED_AT_MOST = 2000
+
+
+def _newest_first() -> str:
+    """The newest matching messages first: by the message's id, which on SQLite is the full-text table's
+    rowid (FTS5 returns its matches in rowid order, either way, without sorting them)."""
+    return "f.rowid DESC" if connection.vendor == "sqlite" else "m.id DESC"
+
+
 def ranked_message_ids(text: TextQuery, limit: int, offset: int = 0, *, project_ids: list[int],
                        role: str | None = None, since: datetime | None = None, until: datetime | None = None,
                        has_checkpoint: bool = False) -> list[tuple[int, bool]]:
     """(id, exact) of the messages `text` finds in the projects `project_ids` (of the role `role`,
     written between `since` and `until`, in sessions with a checkpoint when `has_checkpoint`), best
     first: those that hold the exact phrase, then by rank, equal ranks in session then seq order;
-    `limit` of them after skipping `offset`."""
+    `limit` of them after skipping `offset`. Of the newest RANKED_AT_MOST matches only."""
     where, params = _filters_sql(project_ids, role, since, until, has_checkpoint)
     source, condition, rank, match_params = _match(text)
     if connection.vendor == "postgresql" and not text.grams:
@@ -111,16 +125,46 @@ def ranked_message_ids(text: TextQuery, limit: int, offset: int = 0, *, project_
         exact, phrase_param = "strpos(m.text, %s) > 0", text.phrase
     else:
         exact, phrase_param = "m.text LIKE %s ESCAPE '\\'", like_pattern(text.phrase)
+    # The newest matches by id (the primary key's order, backwards: PostgreSQL stops once it has them
+    # where a word is common, and reads the full-text index where it is rare), ranked among themselves.
     sql = f"""
-        SELECT m.id, ({exact}) AS exact
-        FROM {source}
-        WHERE {condition} AND {where}
-        ORDER BY exact DESC, {rank}, m.session_id, m.seq
+        SELECT id, exact FROM (
+            SELECT m.id, m.session_id, m.seq, ({exact}) AS exact, {rank.removesuffix(" DESC")} AS rank
+            FROM {source}
+            WHERE {condition} AND {where}
+            ORDER BY {_newest_first()}
+            LIMIT %s
+        ) AS newest
+        ORDER BY exact DESC, rank{" DESC" if rank.endswith(" DESC") else ""}, session_id, seq
         LIMIT %s OFFSET %s"""
     with connection.cursor() as cursor:
         # Parameters in the order they appear: select list, FROM (PostgreSQL), WHERE, LIMIT, OFFSET.
-        cursor.execute(sql, [phrase_param, *match_params, *params, limit, offset])
+        cursor.execute(sql, [phrase_param, *match_params, *params, RANKED_AT_MOST, limit, offset])
         return [(row[0], bool(row[1])) for row in cursor.fetchall()]
+
+
+def newest_matching_sessions(text: TextQuery, project_ids: list[int], at_most: int) -> tuple[set[int], bool]:
+    """The sessions of the newest `at_most` messages that `text` finds in the projects `project_ids`, and
+    whether those were all the messages it finds."""
+    source, condition, _, match_params = _match(text)
+    where, params = _filters_sql(project_ids)
+    sql = f"SELECT m.session_id FROM {source} WHERE {condition} AND {where} ORDER BY {_newest_first()} LIMIT %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*match_params, *params, at_most])
+        rows = cursor.fetchall()
+    return {row[0] for row in rows}, len(rows) < at_most
+
+
+def session_has_text(text: TextQuery) -> RawSQL:
+    """PostgreSQL: whether the outer query's session has a message that `text` finds, asked of that
+    session's messages alone (through their session index): the sessions list asks it in its own order
+    and stops once its page is full, where a common word would make the whole index be read."""
+    _, _, _, match_params = _match(text)
+    parts = (["websearch_to_tsquery('english', %s)"] if text.words else []) + \
+        ["phraseto_tsquery('english', %s)"] * len(text.grams)
+    return RawSQL(
+        'EXISTS (SELECT 1 FROM ctx_sessions_message m WHERE m.session_id = "ctx_sessions_session"."id" '
+        f"AND m.search_vector @@ ({' && '.join(parts)}))", match_params, output_field=BooleanField())
 
 
 def sessions_with_text(text: TextQuery, project_ids: list[int]) -> RawSQL:
@@ -142,3 +186,16 @@ def count_matching(text: TextQuery, at_most: int, *, project_ids: list[int], rol
     with connection.cursor() as cursor:
         cursor.execute(sql, [*match_params, *params, at_most + 1])
         return cursor.fetchone()[0]
+
+
+def sessions_with_words(text: TextQuery, project_ids: list[int], by_id_at_most: int) -> tuple[Q, bool]:
+    """A condition on the sessions (of the projects `project_ids`) with a message that `text` finds, and
+    whether it asks each session on its own. On PostgreSQL, the sessions of the newest `by_id_at_most`
+    matches by their ids when those are all the matches, else session_has_text; elsewhere the ids of
+    every match's session (sessions_with_text)."""
+    if connection.vendor != "postgresql":
+        return Q(pk__in=sessions_with_text(text, project_ids)), False
+    found, complete = newest_matching_sessions(text, project_ids, by_id_at_most)
+    if complete:
+        return Q(pk__in=sorted(found)), False
+    return Q(session_has_text(text)), True

@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 
 from sessions.db.sessions import MetadataComparison
 from sessions.models import Checkpoint, Review, Session
-from sessions.store.search import sessions_matching
+from sessions.store.search import asks_text_per_session, sessions_matching
 
 SORTS = {
     "activity": ("-last_activity_at", "-pk"),
@@ -138,3 +138,61 @@ def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags:
         value = metadata_value(path)
         return sessions.order_by(value.desc(nulls_last=True), "-last_activity_at", "-pk")
     return sessions.order_by(*SORTS.get(filters.sort, SORTS["activity"]))
+
+
+# The sessions list counts its sessions to this many at the most; past it, it says "more than".
+COUNTED_AT_MOST = 10_000
+
+
+@dataclass
+class ListPage:
+    """One page of the sessions list, and how many sessions match: counted to COUNTED_AT_MOST + 1 at the
+    most, or not at all where a common word is asked of each session's messages (a count would ask every
+    session of the projects); the page then says only whether there are more."""
+
+    object_list: list
+    number: int
+    size: int
+    has_next: bool
+    count: int | None
+
+    @property
+    def more(self) -> bool:
+        return self.count is not None and self.count > COUNTED_AT_MOST
+
+    @property
+    def counted_at_most(self) -> str:
+        return f"{COUNTED_AT_MOST:,}"
+
+    @property
+    def num_pages(self) -> int | None:
+        if self.count is None:
+            return None
+        return max(1, -(-min(self.count, COUNTED_AT_MOST) // self.size))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+
+def list_page(sessions: QuerySet, number, size: int) -> ListPage:
+    """Page `number` (from 1; anything else is the first, past the last the last) of `sessions`."""
+    try:
+        number = max(1, int(number))
+    except (TypeError, ValueError):
+        number = 1
+    count = None
+    if not asks_text_per_session(sessions):
+        count = sessions.order_by()[:COUNTED_AT_MOST + 1].count()
+        if count <= COUNTED_AT_MOST:
+            number = min(number, max(1, -(-count // size)))
+    rows = list(sessions[(number - 1) * size:number * size + 1])
+    return ListPage(rows[:size], number, size, len(rows) > size, count)

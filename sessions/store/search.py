@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, Expression, F, OuterRef, Q, QuerySet, Value
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Greatest, Length, Lower, StrIndex, Substr
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -105,6 +105,11 @@ class SearchPage:
     total: int = 0  # hits of every page: notes and reviews, then messages counted to MAX_COUNTED + 1 at the most
 
     @property
+    def ranked_at_most(self) -> str:
+        """How many matching messages a search ranks at the most, the newest (past MAX_COUNTED it says so)."""
+        return f"{message_search.RANKED_AT_MOST:,}"
+
+    @property
     def total_is_more(self) -> bool:
         """The total passed MAX_COUNTED: the page says "more than" it rather than count further."""
         return self.total > MAX_COUNTED
@@ -133,20 +138,35 @@ def text_query(query: str) -> TextQuery:
                      runs=runs, grams=[pairs(run) for run in runs], phrase=" ".join(query.split()))
 
 
-def _sessions_with_text(query: str, project_ids: list[int]) -> Expression | None:
-    """A subquery of the sessions with at least one message matching `query`, through the full-text
-    index; None when the query has no words."""
+# The sessions list finds the sessions of a word's messages by their ids where the word's newest
+# SESSIONS_BY_ID_AT_MOST matches are all it has; a commoner word (in a quarter of 10,000,000 messages,
+# reading every match took seconds) is asked of each session's own messages, in the list's order, which
+# stops once the page is full (docs/performance.md, "A project of 100,000 sessions").
+SESSIONS_BY_ID_AT_MOST = 5000
+ASKED_PER_SESSION = "text_asked_per_session"
+
+
+def _with_text(query: str, project_ids: list[int]) -> tuple[Q | None, bool]:
+    """Sessions with at least one message matching `query`, through the full-text index (None when the
+    query has no words), and whether each session is asked on its own (a common word)."""
     text = text_query(query)
     if text.empty or not project_ids:
-        return None
-    return message_search.sessions_with_text(text, project_ids)
+        return None, False
+    return message_search.sessions_with_words(text, project_ids, SESSIONS_BY_ID_AT_MOST)
+
+
+def asks_text_per_session(sessions: QuerySet) -> bool:
+    """Whether `sessions` (of sessions_matching) asks each session whether its messages hold a common
+    word: counting them would ask every session of the projects, so a list says how many it shows."""
+    return ASKED_PER_SESSION in sessions.query.annotations
 
 
 def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) -> QuerySet:
     """Those of `sessions` (of the projects `project_ids`) that `query` finds: its text in the key, the
     title or a value of the metadata (any case), a tag named `query`, its words in a message's text (full-text),
     in a note's text or in a review's comment (any case). This is what `q` means in the sessions list, of the
-    API and of the dashboard alike. One query: the tag, note, review and full-text parts are subqueries."""
+    API and of the dashboard alike. One query (and, on PostgreSQL, one bounded read of the full-text index
+    before it): the tag, note, review and full-text parts are subqueries."""
     query = query.strip()
     if not query:
         return sessions
@@ -155,13 +175,15 @@ def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) ->
         found |= Q(pk__in=sessions_with_metadata_value(query, project_ids))
     found |= Q(pk__in=Session.tags.through.objects.filter(
         tag__project_id__in=project_ids, tag__name=query.lower()).values("session_id"))
-    with_text = _sessions_with_text(query, project_ids)
+    with_text, per_session = _with_text(query, project_ids)
     if with_text is not None:
-        found |= Q(pk__in=with_text)
+        found |= with_text
         found |= Q(pk__in=notes_matching(Note.objects.filter(session__project_id__in=project_ids), query)
                    .values("session_id"))
         found |= Q(pk__in=reviews_matching(Review.objects.filter(session__project_id__in=project_ids), query)
                    .values("session_id"))
+        if per_session:
+            sessions = sessions.alias(**{ASKED_PER_SESSION: Value(True)})
     return sessions.filter(found)
 
 
