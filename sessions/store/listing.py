@@ -183,16 +183,33 @@ class ListPage:
         return self.number + 1
 
 
-def list_page(sessions: QuerySet, number, size: int) -> ListPage:
-    """Page `number` (from 1; anything else is the first, past the last the last) of `sessions`."""
+def list_page(project_ids: list[int], filters: SessionFilters, number, size: int, *, with_tags: bool = False,
+              with_reviews: bool = False) -> ListPage:
+    """Page `number` (from 1; anything else is the first, past the last the last) of the sessions
+    find_sessions gives. The filters are asked once: the ids of the matching sessions, in the list's
+    order, to COUNTED_AT_MOST + 1 (the count), then the page's sessions by their ids (a page and a COUNT
+    asked the filters twice; a rare word or verdict, which every session must be asked about, cost
+    twice the time)."""
     try:
         number = max(1, int(number))
     except (TypeError, ValueError):
         number = 1
-    count = None
-    if not asks_text_per_session(sessions):
-        count = sessions.order_by()[:COUNTED_AT_MOST + 1].count()
-        if count <= COUNTED_AT_MOST:
-            number = min(number, max(1, -(-count // size)))
-    rows = list(sessions[(number - 1) * size:number * size + 1])
-    return ListPage(rows[:size], number, size, len(rows) > size, count)
+    sessions = find_sessions(project_ids, filters, with_tags=with_tags, with_reviews=with_reviews)
+    start = (number - 1) * size
+    if asks_text_per_session(sessions):
+        rows = list(sessions[start:start + size + 1])
+        return ListPage(rows[:size], number, size, len(rows) > size, None)
+    ids = list(sessions.values_list("pk", flat=True)[:COUNTED_AT_MOST + 1])
+    count = len(ids)
+    if count <= COUNTED_AT_MOST:
+        number = min(number, max(1, -(-count // size)))
+        start = (number - 1) * size
+    if start + size > COUNTED_AT_MOST:  # past the ids read: the filters asked again, for this page
+        rows = list(sessions[start:start + size + 1])
+        return ListPage(rows[:size], number, size, len(rows) > size, count)
+    wanted = ids[start:start + size]
+    shown = find_sessions(project_ids, SessionFilters(column=filters.column), with_tags=with_tags,
+                          with_reviews=with_reviews).filter(pk__in=wanted)
+    by_id = {session.pk: session for session in shown}
+    rows = [by_id[pk] for pk in wanted if pk in by_id]
+    return ListPage(rows, number, size, start + size < count, count)

@@ -172,7 +172,7 @@ def sessions_matching(sessions: QuerySet, query: str, project_ids: list[int]) ->
         return sessions
     found = Q(key__icontains=query) | Q(title__icontains=query)
     if project_ids:  # a value of the metadata, never its keys or JSON punctuation
-        found |= Q(pk__in=sessions_with_metadata_value(query, project_ids))
+        found |= sessions_with_metadata_value(query, project_ids)
     found |= Q(pk__in=Session.tags.through.objects.filter(
         tag__project_id__in=project_ids, tag__name=query.lower()).values("session_id"))
     with_text, per_session = _with_text(query, project_ids)

@@ -62,7 +62,7 @@ def test_a_list_asked_session_by_session_is_not_counted_and_pages_on(twelve, vie
 
     assert "not counted: a word in too many messages" in pager
     assert "page 1" in pager and " of " not in pager
-    page = list_page(find_sessions([twelve.pk], SessionFilters(q="refund")), 2, 4)
+    page = list_page([twelve.pk], SessionFilters(q="refund"), 2, 4)
     assert [s.key for s in page.object_list] == ["s02", "s00"]
     assert page.count is None and page.num_pages is None and not page.has_next and page.has_previous
 
@@ -89,18 +89,18 @@ def test_the_list_counts_to_its_bound_and_says_more_than_past_it(twelve, viewer_
     assert "more than 5 sessions" in pager
     assert "page 1 of more than 1" in pager
     assert len(keys(viewer_client.get(LIST, {"size": 25}))) == 12  # the page itself is whole
-    page = list_page(find_sessions([twelve.pk], SessionFilters()), 1, 4)
+    page = list_page([twelve.pk], SessionFilters(), 1, 4)
     assert (page.count, page.more, page.num_pages, page.has_next) == (6, True, 2, True)
-    assert [s.key for s in list_page(find_sessions([twelve.pk], SessionFilters()), 3, 4).object_list] == [
+    assert [s.key for s in list_page([twelve.pk], SessionFilters(), 3, 4).object_list] == [
         "s03", "s02", "s01", "s00"]  # past the counted pages, the pages go on
 
 
 def test_under_its_bound_the_list_counts_exactly_and_a_page_past_the_end_is_the_last(twelve):
-    page = list_page(find_sessions([twelve.pk], SessionFilters()), 99, 5)
+    page = list_page([twelve.pk], SessionFilters(), 99, 5)
 
     assert (page.count, page.more, page.num_pages, page.number) == (12, False, 3, 3)
     assert [s.key for s in page.object_list] == ["s01", "s00"]
-    assert list_page(find_sessions([twelve.pk], SessionFilters()), "x", 5).number == 1
+    assert list_page([twelve.pk], SessionFilters(), "x", 5).number == 1
 
 
 def test_a_search_ranks_the_newest_matches_and_says_so_past_its_count(twelve, viewer_client, monkeypatch):
