@@ -43,7 +43,7 @@ from sessions.wire.validation import NewMessage, message_digest, parse_message
 
 # Run in this order: the HTTP measurements share one server, stopped before the in-process ones.
 MEASUREMENTS = ("tokens", "append", "latency", "floors", "concurrent", "compaction_backlog", "model_input", "page", "masking", "search",
-                "plan", "list", "import", "context_check", "scale", "many_apps")
+                "plan", "list", "import", "context_check", "scale", "project", "many_apps")
 BATCH = 100
 # The compaction_backlog measurement's summarizer: the `openai` one against a local endpoint that answers
 # after this many seconds, as an LLM would, so appends overlap running compactions.
@@ -70,6 +70,8 @@ class Sizes:
     backlog_messages: int = 30_000  # stored history when automatic compaction is turned on
     backlog_seconds: float = 900  # time bound for working it off
     scale: tuple[int, int] = (1_000, 1_000_000)  # sessions with the checkpoints compaction made on the way
+    project_sessions: int = 100_000  # a project of them, about 100 messages each (PostgreSQL)
+    project_reps: int = 40  # requests of each list filter and search, for p50 and p99
 
 
 FULL = Sizes(
@@ -82,6 +84,7 @@ QUICK = Sizes(
     concurrent_requests=10, concurrent_batch=10, concurrent_reps=2,
     model_input=(200, 1_000, 10_000), page=(100, 10_000), plan_tokens=100_000, list_sessions=1_000,
     import_lines=(10_000, 100_000), backlog_messages=6_000, backlog_seconds=120, scale=(1_000, 20_000),
+    project_sessions=500, project_reps=5,
 )
 
 # --- realistic text --------------------------------------------------------------------------------
@@ -1073,6 +1076,12 @@ class Bench:
             self.report.figure(f"scale: {name}, peak Python memory, {large_n:,} messages", "MB", [b])
             self.report.target(f"scale: {name}, peak Python memory, {large_n:,} / {small_n:,} messages", b / a,
                                "<=", 2, "x", "issue 42 item 3: memory bounded, not growing with the session")
+
+    def measure_project(self) -> None:
+        """Issue 42, item 4: a project of 100,000 sessions and 10,000,000 messages (bench/project_scale.py)."""
+        from bench import project_scale
+
+        project_scale.measure(self)
 
     def measure_search(self) -> None:
         built = self.big()
