@@ -119,7 +119,12 @@ def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags:
         reviewed = Exists(Review.objects.filter(session=OuterRef("pk")))
         sessions = sessions.filter(reviewed if filters.reviewed else ~reviewed)
     if filters.verdict:
-        sessions = sessions.alias(verdict_filter=latest_verdict()).filter(verdict_filter=filters.verdict)
+        # The reviews of that verdict that no later review of their session follows: read from the reviews,
+        # where asking each session for its latest review's verdict took 0.33 s of a 100,000-session list.
+        later = Review.objects.filter(session=OuterRef("session")).filter(
+            Q(created_at__gt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__gt=OuterRef("pk")))
+        latest = Review.objects.filter(verdict=filters.verdict).exclude(Exists(later))
+        sessions = sessions.filter(pk__in=latest.values("session_id"))
     for number, wanted in enumerate(filters.meta):
         if wanted.op != "=":
             sessions = sessions.filter(MetadataComparison(wanted.path, wanted.op, wanted.value))

@@ -3,17 +3,20 @@ word in more messages than the list reads by id is asked of each session's own m
 and finds the same sessions; the list counts to a bound and says "more than" past it, or says it did
 not count; a search ranks the newest matches; a metadata value is found through its JSON text first."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from sessions.db import message_search
-from sessions.models import Session
+from sessions.models import Review, Session
 from sessions.store import listing, search
 from sessions.store.listing import SessionFilters, find_sessions, list_page
 from tests.api.conftest import Api
 
 from .dom import parse
-from .test_sessions_list import LIST, keys, make_session
+from .test_sessions_list import LIST, keys, make_session, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -133,3 +136,17 @@ def test_a_metadata_key_is_not_a_value(project, viewer_client):
 
     assert listed(viewer_client, q="customer") == []
     assert Session.objects.filter(project=project).count() == 1
+
+
+def test_the_verdict_filter_reads_each_sessions_latest_review_as_the_list_shows_it(project, viewer_client):
+    at = timezone.now().replace(microsecond=0)
+    tied, later, older = (make_session(project, key) for key in ("tied", "later", "older"))
+    for session, verdicts in ((tied, ["ok", "problem"]), (later, ["problem", "ok"]), (older, ["problem"])):
+        for n, verdict in enumerate(verdicts):  # tied: the same moment, the higher id is the latest
+            moment = at if session is tied else at + timedelta(seconds=n)
+            Review.objects.create(session=session, reviewer="user:x", verdict=verdict, created_at=moment)
+
+    assert sorted(listed(viewer_client, verdict="problem")) == ["older", "tied"]
+    assert listed(viewer_client, verdict="ok") == ["later"]
+    shown = {key: " ".join(td.text() for td in cells) for key, cells in rows(viewer_client.get(LIST)).items()}
+    assert "problem" in shown["older"] and "problem" in shown["tied"] and "ok" in shown["later"]
