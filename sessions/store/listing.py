@@ -147,6 +147,7 @@ def find_sessions(project_ids: list[int], filters: SessionFilters, *, with_tags:
 
 # The sessions list counts its sessions to this many at the most; past it, it says "more than".
 COUNTED_AT_MOST = 10_000
+MAX_PAGE = 1000  # the deepest page it shows (past the counted ones, its rows are read by OFFSET)
 
 
 @dataclass
@@ -190,13 +191,13 @@ class ListPage:
 
 def list_page(project_ids: list[int], filters: SessionFilters, number, size: int, *, with_tags: bool = False,
               with_reviews: bool = False) -> ListPage:
-    """Page `number` (from 1; anything else is the first, past the last the last) of the sessions
+    """Page `number` (from 1 to MAX_PAGE; anything else is the first, past the last the last) of the sessions
     find_sessions gives. The filters are asked once: the ids of the matching sessions, in the list's
     order, to COUNTED_AT_MOST + 1 (the count), then the page's sessions by their ids (a page and a COUNT
     asked the filters twice; a rare word or verdict, which every session must be asked about, cost
     twice the time)."""
     try:
-        number = max(1, int(number))
+        number = min(max(1, int(number)), MAX_PAGE)
     except (TypeError, ValueError):
         number = 1
     sessions = find_sessions(project_ids, filters, with_tags=with_tags, with_reviews=with_reviews)

@@ -150,3 +150,14 @@ def test_the_verdict_filter_reads_each_sessions_latest_review_as_the_list_shows_
     assert listed(viewer_client, verdict="ok") == ["later"]
     shown = {key: " ".join(td.text() for td in cells) for key, cells in rows(viewer_client.get(LIST)).items()}
     assert "problem" in shown["older"] and "problem" in shown["tied"] and "ok" in shown["later"]
+
+
+@pytest.mark.parametrize(("page", "number"), [("99999999999999999999999", 1000), ("-3", 1), ("1.5", 1), ("", 1),
+                                              ("٣", 3)])
+def test_any_page_number_gets_a_page(twelve, viewer_client, monkeypatch, page, number):
+    monkeypatch.setattr(listing, "COUNTED_AT_MOST", 5)
+
+    response = viewer_client.get(LIST, {"page": page, "size": 25})
+
+    assert response.status_code == 200
+    assert list_page([twelve.pk], SessionFilters(), page, 4).number == number
