@@ -136,6 +136,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 
+# PostgreSQL's JIT compiler, off for ctxweb's connections: its queries are short, and a planner's
+# overestimate (a rare word's full-text matches) made it compile for 80 ms a query that ran in 25 ms
+# (docs/performance.md, "A project of 100,000 sessions"). CTXWEB_POSTGRES_JIT=1 leaves the server's own
+# setting. Behind pgbouncer, which refuses the startup option, set it on the role instead
+# (docs/deployment.md).
+CTXWEB_POSTGRES_JIT = env_bool("CTXWEB_POSTGRES_JIT")
+if (DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and not CTXWEB_POSTGRES_JIT
+        and not env_bool("CTXWEB_PGBOUNCER")):
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    options["options"] = f"{options.get('options', '')} -c jit=off".strip()
+
 # PostgreSQL behind pgbouncer in transaction mode (docs/deployment.md, "Scaling"): a server connection belongs to a
 # client only for one transaction, so nothing may outlive one. Server-side cursors (.iterator() outside
 # a transaction) are turned off; prepared statements are already off (Django's psycopg 3 default,

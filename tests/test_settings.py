@@ -63,3 +63,24 @@ def test_sqlite_syncs_every_commit_to_disk(db):
         assert cursor.fetchone()[0] == 2  # FULL
         cursor.execute("PRAGMA journal_mode")
         assert cursor.fetchone()[0] == "wal"
+
+
+def test_postgres_connections_run_without_the_jit_compiler(db):
+    """A rare word's full-text query ran in 25 ms and JIT-compiled for 80 ms (docs/performance.md)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
+
+
+@pytest.mark.parametrize(("env", "options"), [
+    ({}, "-c jit=off"),
+    ({"CTXWEB_POSTGRES_JIT": "1"}, None),  # the server's own setting
+    ({"CTXWEB_PGBOUNCER": "1"}, None),  # pgbouncer refuses the startup option: set on the role
+])
+def test_the_jit_option_is_given_unless_asked_not_to_or_behind_pgbouncer(env, options):
+    show = SETUP + "; from django.conf import settings; print(settings.DATABASES['default'].get('OPTIONS', {}).get('options'))"
+    result = run(["-c", show], DEBUG="1", DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres", **env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(options)
