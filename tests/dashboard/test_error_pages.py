@@ -84,7 +84,7 @@ def test_a_server_error_gets_the_500_page_styled_and_with_navigation(viewer_user
     def broken(*args, **kwargs):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(views, "find_sessions", broken)
+    monkeypatch.setattr(views, "list_page", broken)
     client = make_client(viewer_user, raise_request_exception=False)
     doc, topbar = error_page(client.get(reverse("sessions")), 500)
     assert nav_links(topbar) == ["Sessions", "Search", "API docs"]
