@@ -59,11 +59,11 @@ def _fts5_string(value: str) -> str:
     return '"' + value.replace('"', '""') + '"'
 
 
-def _tsquery(text: TextQuery) -> str:
-    """PostgreSQL: the tsquery of `text`, its parameters those of _match."""
+def _tsquery(text: TextQuery) -> tuple[str, list]:
+    """PostgreSQL: the tsquery of `text`, and its parameters."""
     parts = (["websearch_to_tsquery('english', %s)"] if text.words else []) + \
         ["phraseto_tsquery('english', %s)"] * len(text.grams)
-    return f"({' && '.join(parts)})"
+    return f"({' && '.join(parts)})", ([text.words_query] if text.words else []) + text.grams
 
 
 def _match(text: TextQuery) -> tuple[str, str, str, list]:
@@ -73,12 +73,12 @@ def _match(text: TextQuery) -> tuple[str, str, str, list]:
         # search_vector is a stored, GIN-indexed column of the text and its search grams (migrations 0003
         # and 0025); a phrase of pairs matches where the run occurs in the text.
         # A one-row subquery the planner pulls up, so the condition is on a constant and the index is read.
+        query, params = _tsquery(text)
         return (
-            "ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, "
-            f"(SELECT {_tsquery(text)} AS query) q",
+            f"ctx_sessions_message m JOIN ctx_sessions_session s ON s.id = m.session_id, (SELECT {query} AS query) q",
             "m.search_vector @@ q.query",
             "ts_rank_cd(m.search_vector, q.query) DESC",
-            ([text.words_query] if text.words else []) + text.grams,
+            params,
         )
     if vendor == "sqlite":
         # Words by prefix; an unspaced run as the phrase of its pairs, found in the search_grams column
@@ -154,10 +154,10 @@ def newest_matching_sessions(text: TextQuery, at_most: int) -> tuple[set[int], b
     count as common sooner), and whether those were all the messages it finds. Without the join to the
     sessions, a rare word's few matches are read from the full-text index alone: joined, the planner
     (which cannot know a word is rare) hashed all 100,000 sessions of a project first, 270 ms."""
-    sql = (f"SELECT m.session_id FROM ctx_sessions_message m WHERE m.search_vector @@ {_tsquery(text)} "
-           "ORDER BY m.id DESC LIMIT %s")
+    query, params = _tsquery(text)
+    sql = f"SELECT m.session_id FROM ctx_sessions_message m WHERE m.search_vector @@ {query} ORDER BY m.id DESC LIMIT %s"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*_match(text)[3], at_most])
+        cursor.execute(sql, [*params, at_most])
         rows = cursor.fetchall()
     return {row[0] for row in rows}, len(rows) < at_most
 
@@ -166,9 +166,10 @@ def session_has_text(text: TextQuery) -> RawSQL:
     """PostgreSQL: whether the outer query's session has a message that `text` finds, asked of that
     session's messages alone (through their session index): the sessions list asks it in its own order
     and stops once its page is full, where a common word would make the whole index be read."""
+    query, params = _tsquery(text)
     return RawSQL(
         'EXISTS (SELECT 1 FROM ctx_sessions_message m WHERE m.session_id = "ctx_sessions_session"."id" '
-        f"AND m.search_vector @@ {_tsquery(text)})", _match(text)[3], output_field=BooleanField())
+        f"AND m.search_vector @@ {query})", params, output_field=BooleanField())
 
 
 def sessions_with_text(text: TextQuery, project_ids: list[int]) -> RawSQL:
