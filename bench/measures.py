@@ -344,6 +344,16 @@ def ms(samples: list[float]) -> list[float]:
     return [s * 1000 for s in samples]
 
 
+@dataclass
+class ManyAppsRound:
+    """What one round of the many-applications measurement gave (Bench._many_apps_round)."""
+
+    rate: float  # messages a second
+    floor_rate: float  # the COPY floor's
+    appends: list[float]  # seconds, each append
+    fetches: list[float]  # seconds, each model-input fetch
+
+
 class Bench:
     def __init__(self, report: Report, *, quick: bool, database_url: str, tmp: Path):
         self.report = report
@@ -698,22 +708,20 @@ class Bench:
             return
         clients, turns = 32, (8 if self.sizes.reps < 10 else 40)
         rounds = [self._many_apps_round(clients, turns, r) for r in range(1 if self.sizes.reps < 10 else 2)]
-        rates, floor_rates = [r[0] for r in rounds], [r[1] for r in rounds]
         self.report.figure(f"many applications: {clients} clients x {turns} turns of 4 messages + model input, "
-                           "aggregate", PER_SECOND, rates)
+                           "aggregate", PER_SECOND, [r.rate for r in rounds])
         self.report.figure(f"many applications: floor, PostgreSQL COPY of the same rows from {clients} connections, "
-                           "a turn a transaction", PER_SECOND, floor_rates)
-        for i, (name, _) in enumerate((("append of 4 messages", "appends"), ("model input fetch", "fetches"))):
-            latencies = [s * 1000 for r in rounds for s in r[2 + i]]
+                           "a turn a transaction", PER_SECOND, [r.floor_rate for r in rounds])
+        for name, kind in (("append of 4 messages", "appends"), ("model input fetch", "fetches")):
+            latencies = [s * 1000 for r in rounds for s in getattr(r, kind)]
             self.report.figure(f"many applications: {name} p50", "ms", [percentile(latencies, 50)])
             self.report.figure(f"many applications: {name} p99", "ms", [percentile(latencies, 99)])
-        ratio = statistics.median(rate / floor for rate, floor in zip(rates, floor_rates, strict=True))
+        ratio = statistics.median(r.rate / r.floor_rate for r in rounds)
         self.report.target(f"many applications: {clients} clients / COPY floor", ratio, ">=", 0.25, "x",
                            "issue 42 item 5: at least 0.25 of PostgreSQL COPY of the same rows from as many connections")
 
-    def _many_apps_round(self, clients: int, turns: int, round_: int) -> tuple[float, float, list, list]:
-        """One round of measure_many_apps, in sessions of its own: (messages a second, the floor's,
-        append latencies, model-input latencies), every message checked stored once."""
+    def _many_apps_round(self, clients: int, turns: int, round_: int) -> ManyAppsRound:
+        """One round of measure_many_apps, in sessions of its own, every message checked stored once."""
         from bench.floors import PhysicalFloor
 
         tag = f"r{round_}"
@@ -755,8 +763,8 @@ class Bench:
         self.report.check("many applications: the COPY floor stored every row", copied == total, f"{copied} of {total}")
         progress(f"  many applications, round {round_ + 1}: {total / seconds:,.0f} messages/s, "
                  f"floor {total / floor_seconds:,.0f}")
-        return (total / seconds, total / floor_seconds, [s for o in outcomes for s in o["appends"]],
-                [s for o in outcomes for s in o["fetches"]])
+        return ManyAppsRound(total / seconds, total / floor_seconds, [s for o in outcomes for s in o["appends"]],
+                             [s for o in outcomes for s in o["fetches"]])
 
     def measure_compaction_backlog(self) -> None:
         """Issue 15: a session whose stored history is far over max_tokens gets automatic compaction

@@ -133,26 +133,25 @@ def ranked_message_ids(text: TextQuery, limit: int, offset: int = 0, *, project_
     # The newest matches by id (the primary key's order, backwards: PostgreSQL stops once it has them
     # where a word is common, and reads the full-text index where it is rare), ranked among themselves.
     if connection.vendor == "postgresql":
-        # Only the newest matches' rank and exact phrase are computed, each message read again by its key:
-        # computed in the same pass they were worked out for every match before the newest were chosen
-        # (a phrase in each of 100,000 sessions: 100,000 tsvectors read twice more), 250-260 ms against
-        # 170-180 ms so; two common words 160-180 against 117-120 ms, a rare word 41-48 against 20 ms
-        # (docs/performance.md, "A project of 100,000 sessions").
-        query, query_params = _tsquery(text)
+        # The newest matches are chosen first, then only they are ranked, each read again by its key (q
+        # carries the tsquery out): ranked in the pass that found them, every match's rank and exact
+        # phrase were computed (a phrase in each of 100,000 sessions: 100,000 tsvectors read twice more),
+        # 250-260 ms against 170-180 ms; two common words 160-180 against 117-120 ms, a rare word 41-48
+        # against 20 ms (docs/performance.md, "A project of 100,000 sessions").
         sql = f"""
             SELECT m.id, ({exact}) AS exact FROM (
-                SELECT m.id, m.session_id
+                SELECT m.id, m.session_id, q.query
                 FROM {source}
                 WHERE {condition} AND {where}
                 ORDER BY m.id DESC
                 LIMIT %s
-            ) AS newest
-            JOIN ctx_sessions_message m ON m.id = newest.id AND m.session_id = newest.session_id
-            ORDER BY exact DESC, ts_rank_cd(m.search_vector, {query}) DESC, m.session_id, m.seq
+            ) AS q
+            JOIN ctx_sessions_message m ON m.id = q.id AND m.session_id = q.session_id
+            ORDER BY exact DESC, {rank}, m.session_id, m.seq
             LIMIT %s OFFSET %s"""
         with connection.cursor() as cursor:
-            # Parameters in the order they appear: select list, the newest matches, the rank, LIMIT, OFFSET.
-            cursor.execute(sql, [phrase_param, *match_params, *params, RANKED_AT_MOST, *query_params, limit, offset])
+            # Parameters in the order they appear: select list, the newest matches, LIMIT, OFFSET.
+            cursor.execute(sql, [phrase_param, *match_params, *params, RANKED_AT_MOST, limit, offset])
             return [(row[0], bool(row[1])) for row in cursor.fetchall()]
     sql = f"""
         SELECT id, exact FROM (
