@@ -37,11 +37,13 @@ from django.db import transaction
 
 from sessions.access.masking import mask_value
 from sessions.access.masking_policy import capture_masking
-from sessions.db.rows import update_fields
+from sessions.db.messages import digests_between, digests_of
+from sessions.db.recorded_requests import latest_request, stored_external_ids
+from sessions.db.rows import insert_all, update_fields
 from sessions.errors import DomainError
 from sessions.ingest.append import Batch, append_messages, compact_after_write, parse_batch
 from sessions.ingest.session_store import check_key, get_or_create_locked, update_session
-from sessions.models import Message, Project, RecordedRequest, Role, Session
+from sessions.models import Project, RecordedRequest, Role, Session
 from sessions.wire.tokens import REPLY_PRIMING
 from sessions.wire.validation import NewMessage
 
@@ -232,10 +234,7 @@ def thread_key(key: str, number: int) -> str:
 
 def _latest_request(session: Session, started_by=None) -> RecordedRequest | None:
     """The session's latest request (that started by `started_by`, when given), without its messages."""
-    requests = RecordedRequest.objects.filter(session=session)
-    if started_by is not None:
-        requests = requests.filter(started_at__lte=started_by)
-    return requests.order_by("-started_at", "-number").defer("messages", "response", "parameters").first()
+    return latest_request(session, started_by)
 
 
 def _stored_threads(project: Project, base: Session) -> list[_Thread]:
@@ -351,9 +350,7 @@ def _record_session(project: Project, thread: _Thread, actor: str, result: Recor
     with transaction.atomic(savepoint=False):
         # The first thread's session is the conversation's, locked already; another's is locked here.
         session = thread.locked or get_or_create_locked(project, key, actor, import_source=import_source)[0]
-        known = set(RecordedRequest.objects.filter(
-            session=session, external_id__in=[p.captured.external_id for p in parsed]
-        ).values_list("external_id", flat=True))
+        known = stored_external_ids(session, [p.captured.external_id for p in parsed])
         fresh, seen = [], set(known)
         for item in parsed:
             if item.captured.external_id in seen:
@@ -384,7 +381,7 @@ def _record_session(project: Project, thread: _Thread, actor: str, result: Recor
                 row.number, row.dropped_seqs = number, dropped_between(before, row) if before is not None else []
             rows.append(row)
             previous, before = _Reference.recorded(item, row), row
-        RecordedRequest.objects.bulk_create(rows)
+        insert_all(rows)
         if not in_order:
             _renumber(session)
         # The newest request's messages: the last recorded here when they came in order.
@@ -420,10 +417,8 @@ class _RawLog:
         """Know every raw message after `after` too."""
         if after >= self.read_after:
             return
-        rows = Message.objects.filter(session=self.session, seq__gt=after, seq__lte=self.read_after).order_by(
-            "seq").values_list("seq", "digest", "tokens")
         older = {}
-        for seq, digest, tokens in rows:
+        for seq, digest, tokens in digests_between(self.session, after, self.read_after):
             older.setdefault(digest, []).append(seq)
             self.digests[seq] = digest
             self.tokens[seq] = tokens
@@ -437,10 +432,8 @@ class _RawLog:
         self._read_rows(wanted)
 
     def _read_rows(self, seqs: list[int]) -> None:
-        if seqs:
-            for seq, digest, tokens in Message.objects.filter(session=self.session, seq__in=seqs).values_list(
-                    "seq", "digest", "tokens"):
-                self.digests[seq], self.tokens[seq] = digest, tokens
+        for seq, digest, tokens in digests_of(self.session, seqs):
+            self.digests[seq], self.tokens[seq] = digest, tokens
 
     def sent_tokens(self, messages: list[NewMessage], seqs: list[int | None]) -> list[int]:
         """Each sent message's tokens. One the raw log holds as it was sent (its seq, the same digest: the
