@@ -11,6 +11,7 @@ from django.db import connection
 from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 
+from sessions.context.recorded_input import recorded_figures
 from sessions.db.messages import digests_between, digests_of
 from sessions.db.recorded_requests import UNREAD, latest_request, stored_external_ids
 from sessions.db.rows import insert_all
@@ -111,3 +112,19 @@ def test_new_requests_are_stored_as_bulk_create_stores_them(session, project, mo
     assert all(r._state.adding is False and r._state.db == "default" for r in mine)
     assert RecordedRequest.objects.get(pk=mine[1].pk).messages == originals[1].messages  # key order as sent
     insert_all([])  # nothing to store: no statement
+
+
+def test_a_capture_writes_its_request_count_with_the_figures_in_one_update(project):
+    requests = conversation(3)
+    record_requests(project, requests[:2], "app")
+    # The third request drops the first turn: what it sent is smaller than the raw log's own input.
+    requests[2].messages = [requests[2].messages[0], *requests[2].messages[3:]]
+    with CaptureQueriesContext(connection) as queries:
+        record_requests(project, requests[2:], "app")
+    updates = [q["sql"] for q in queries.captured_queries
+               if q["sql"].startswith('UPDATE "ctx_sessions_session"') and "request_count" in q["sql"]]
+    assert len(updates) == 1 and '"input_tokens"' in updates[0], updates
+    session = Session.objects.get(project=project, key="conv")
+    assert session.request_count == 3
+    figures = recorded_figures(session)  # built again from what is stored: what the UPDATE wrote
+    assert {name: getattr(session, name) for name in figures} == figures and figures["input_messages"] == 4

@@ -5,15 +5,15 @@ input. Written inside the transaction that changed the input, for either basis: 
 
 from sessions.context.model_input import layout_model_input
 from sessions.context.recorded_input import recorded_figures
+from sessions.db.rows import update_fields
 from sessions.models import Checkpoint, RecordedRequest, Session
 
 
 def save_figures(session: Session, **figures) -> None:
+    """Write the figures that changed, in one UPDATE of the session's row (none when none did)."""
     changed = {name: value for name, value in figures.items() if getattr(session, name) != value}
-    for name, value in changed.items():
-        setattr(session, name, value)
     if changed:
-        Session.objects.filter(pk=session.pk).update(**changed)
+        update_fields(session, **changed)
 
 
 def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool = False) -> int:
@@ -36,8 +36,9 @@ def refresh_input_tokens(session: Session, checkpoint: Checkpoint | None | bool 
     return layout.tokens
 
 
-def refresh_recorded_figures(session: Session, in_force: RecordedRequest | None = None) -> None:
+def refresh_recorded_figures(session: Session, in_force: RecordedRequest | None = None, **also) -> None:
     """Store the figures of what the application sent on the session (inside the transaction that changed
     it): the sessions list, the meter and every reader of the stored figures show that input. `in_force`:
-    the session's latest request, when the caller holds it."""
-    save_figures(session, **recorded_figures(session, in_force))
+    the session's latest request, when the caller holds it; `also`: more of the session's fields to write
+    in the same UPDATE (a capture's request count)."""
+    save_figures(session, **recorded_figures(session, in_force), **also)

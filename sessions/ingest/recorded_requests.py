@@ -389,12 +389,14 @@ def _record_session(project: Project, thread: _Thread, actor: str, result: Recor
             session=session).order_by("-number").values_list("messages", flat=True).first()
         instructions = _instructions_of(sent)
         count = number if in_order else RecordedRequest.objects.filter(session=session).count()
-        update_fields(session, request_count=count)
         if instructions is not None and instructions != session.instructions:
+            update_fields(session, request_count=count)
             update_session(project, key, {"instructions": instructions}, actor, import_source=import_source)
             session.refresh_from_db()  # written through a session of its own
-        # Otherwise `session` is as stored: each append above wrote through it.
-        refresh_recorded_figures(session, rows[-1] if in_order else None)  # the latest, when they came in order
+        # Otherwise `session` is as stored: each append above wrote through it. The request count is
+        # written with the figures, in one UPDATE; the figures are those of the latest request, when they
+        # came in order.
+        refresh_recorded_figures(session, rows[-1] if in_order else None, request_count=count)
         compact_after_write(session, actor)  # the rule of every write: never runs here, the application compacts
         result.stored += len(rows)
         result.sessions.append(key)
