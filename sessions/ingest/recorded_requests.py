@@ -232,11 +232,6 @@ def thread_key(key: str, number: int) -> str:
     return key[: MAX_KEY - len(suffix)] + suffix
 
 
-def _latest_request(session: Session, started_by=None) -> RecordedRequest | None:
-    """The session's latest request (that started by `started_by`, when given), without its messages."""
-    return latest_request(session, started_by)
-
-
 def _stored_threads(project: Project, base: Session) -> list[_Thread]:
     """The conversation's threads stored so far, the first (`base`, the conversation's session, which the
     caller holds locked) first, each with its latest request and that request's signature."""
@@ -248,7 +243,7 @@ def _stored_threads(project: Project, base: Session) -> list[_Thread]:
     for k in [base.key, *others]:
         if k not in sessions:
             continue
-        latest = _latest_request(sessions[k])
+        latest = latest_request(sessions[k])
         threads.append(_Thread(k, None if latest is None else _Signature.of(_stored_parsed(latest)),
                                stored=latest, read=True, locked=base if k == base.key else None))
     return threads
@@ -366,11 +361,11 @@ def _record_session(project: Project, thread: _Thread, actor: str, result: Recor
         # is worked out from the one before; one arriving before a stored request renumbers them all. The
         # session's latest request, read with its thread, answers both when it started no later than the
         # first of these.
-        latest = thread.stored if thread.read else _latest_request(session)
+        latest = thread.stored if thread.read else latest_request(session)
         if latest is None or latest.started_at <= first:
             stored_before, in_order = latest, True
         else:
-            stored_before, in_order = _latest_request(session, started_by=first), False
+            stored_before, in_order = latest_request(session, started_by=first), False
         previous = _Reference.stored(stored_before) if stored_before is not None else None
         number = session.request_count
         rows, before = [], stored_before
